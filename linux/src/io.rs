@@ -1,0 +1,80 @@
+//! Reading, writing and waiting on one file descriptor.
+//!
+//! On a non-blocking fd every call here may return [`io::ErrorKind::WouldBlock`]; none
+//! retries on `EINTR`.
+
+use crate::err;
+use rustix::event::{PollFd, PollFlags};
+use std::io::{self, IoSlice};
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+/// Reads into `buf` (`read(2)`); returns the number of bytes read, 0 at end of file.
+///
+/// # Errors
+/// `WouldBlock` when a non-blocking fd has nothing; `ECONNRESET` and so on.
+#[inline]
+pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    rustix::io::read(fd, buf).map_err(err)
+}
+
+/// Reads into the spare capacity of `buf` (at most `buf.capacity() - buf.len()` bytes,
+/// which must be positive) and extends its length; returns the number of bytes read, 0 at
+/// end of file. No bytes are zeroed first.
+///
+/// # Errors
+/// As [`read`].
+#[inline]
+pub fn read_to_spare(fd: impl AsFd, buf: &mut Vec<u8>) -> io::Result<usize> {
+    rustix::io::read(fd, rustix::buffer::spare_capacity(buf)).map_err(err)
+}
+
+/// Writes from `buf` (`write(2)`); returns the number of bytes written, which may be
+/// fewer than `buf.len()`.
+///
+/// # Errors
+/// `WouldBlock` when a non-blocking fd's send buffer is full; `EPIPE`/`ECONNRESET` when
+/// the peer is gone (keel's workers ignore `SIGPIPE`).
+#[inline]
+pub fn write(fd: impl AsFd, buf: &[u8]) -> io::Result<usize> {
+    rustix::io::write(fd, buf).map_err(err)
+}
+
+/// Writes several buffers in one call (`writev(2)`); returns the total bytes written,
+/// which may end anywhere inside any buffer.
+///
+/// # Errors
+/// As [`write`].
+#[inline]
+pub fn writev(fd: impl AsFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    rustix::io::writev(fd, bufs).map_err(err)
+}
+
+/// What [`poll_fd`] waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollFor {
+    /// Readable, or end of file, or an error.
+    Read,
+    /// Writable, or an error.
+    Write,
+}
+
+/// Waits until `fd` is ready for `what` or `timeout` passes (`poll(2)` on one fd).
+///
+/// `timeout` is rounded up to whole milliseconds; `None` waits indefinitely. Returns
+/// `Ok(true)` when ready (including hang-up and error states, which the next read or write
+/// reports) and `Ok(false)` on timeout.
+///
+/// # Errors
+/// `EINTR` as [`io::ErrorKind::Interrupted`]; `ENOMEM`.
+pub fn poll_fd(fd: impl AsFd, what: PollFor, timeout: Option<Duration>) -> io::Result<bool> {
+    let flags = match what {
+        PollFor::Read => PollFlags::IN | PollFlags::RDHUP,
+        PollFor::Write => PollFlags::OUT,
+    };
+    let fd = fd.as_fd();
+    let mut fds = [PollFd::new(&fd, flags)];
+    let ts = timeout.map(crate::timespec_ceil_ms);
+    let n = rustix::event::poll(&mut fds, ts.as_ref()).map_err(err)?;
+    Ok(n > 0)
+}

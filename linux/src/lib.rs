@@ -1,0 +1,55 @@
+//! keel-linux: thin, safe wrappers over the Linux system calls keel's I/O layers need.
+//!
+//! What it does: owned file descriptors, epoll, TCP sockets (`socket`, `bind`, `listen`,
+//! `accept4`, socket options), `read`/`write`/`writev`, signals delivered through a
+//! `signalfd`, `RLIMIT_NOFILE`, and `fork`/`waitpid`/`kill` for prefork workers.
+//!
+//! What it does not do: no buffering, no event loop, no protocol. Every function is one
+//! system call (or a fixed, documented handful), returns [`std::io::Result`], and retries
+//! nothing on its own: `EINTR` and `EAGAIN` reach the caller as
+//! [`std::io::ErrorKind::Interrupted`] and [`std::io::ErrorKind::WouldBlock`].
+//!
+//! System calls go through [`rustix`] and its `linux_raw` backend (no libc on the I/O
+//! path). `fork`, `signalfd` and the signal mask, which rustix does not wrap safely, go
+//! through `libc`; that `unsafe` code lives in [`process`] and [`signal`] only, each block
+//! with a `// SAFETY:` comment.
+//!
+//! ```
+//! use keel_linux::{epoll::{Epoll, Events, Interest}, socket};
+//! # fn main() -> std::io::Result<()> {
+//! let listener = socket::tcp_listener("127.0.0.1:0".parse().unwrap(), &socket::ListenOptions::default())?;
+//! let epoll = Epoll::new()?;
+//! epoll.add(&listener, 7, Interest::READABLE)?;
+//! let mut events = Events::with_capacity(16);
+//! // Nobody connects, so a zero timeout returns no event.
+//! epoll.wait(&mut events, Some(std::time::Duration::ZERO))?;
+//! assert!(events.is_empty());
+//! # Ok(()) }
+//! ```
+#![doc(test(attr(deny(warnings))))]
+#![warn(missing_docs)]
+
+pub mod epoll;
+pub mod io;
+pub mod process;
+pub mod rlimit;
+pub mod signal;
+pub mod socket;
+
+pub use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+/// Converts a rustix error number into a [`std::io::Error`].
+#[inline]
+pub(crate) fn err(e: rustix::io::Errno) -> std::io::Error {
+    e.into()
+}
+
+/// A timeout rounded *up* to whole milliseconds (capped at `i32::MAX` ms), so that a
+/// sub-millisecond wait never turns into a zero-timeout busy loop.
+pub(crate) fn timespec_ceil_ms(d: std::time::Duration) -> rustix::time::Timespec {
+    let ms = d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i64;
+    rustix::time::Timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: (ms % 1000) * 1_000_000,
+    }
+}

@@ -1,0 +1,244 @@
+//! TCP sockets: create, bind, listen, accept, connect, and socket options.
+//!
+//! Every socket is created with `SOCK_NONBLOCK | SOCK_CLOEXEC` in the same call, so a
+//! forked worker or an exec'd child never inherits it by accident and a loop never
+//! blocks on it. Blocking with a deadline is built on top with [`crate::io::poll_fd`].
+
+use crate::err;
+use rustix::net::{self as rnet, sockopt, AddressFamily, SocketFlags, SocketType};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+
+/// How [`tcp_listener`] prepares its socket.
+#[derive(Clone, Copy, Debug)]
+pub struct ListenOptions {
+    /// Set `SO_REUSEADDR` (default `true`): rebind while old connections sit in TIME_WAIT.
+    pub reuse_address: bool,
+    /// Set `SO_REUSEPORT` (default `false`): several sockets of the same user bind one
+    /// address and the kernel spreads new connections among the listening ones.
+    pub reuse_port: bool,
+    /// The accept backlog passed to `listen(2)` (default 4096; the kernel caps it at
+    /// `net.core.somaxconn`). `None` binds without listening, which reserves the port
+    /// (with `reuse_port`, for others to listen on) without ever receiving connections.
+    pub backlog: Option<i32>,
+    /// For an IPv6 address, set `IPV6_V6ONLY` (default `true`) so `[::]` does not also
+    /// take IPv4.
+    pub ipv6_only: bool,
+}
+
+impl Default for ListenOptions {
+    fn default() -> Self {
+        ListenOptions {
+            reuse_address: true,
+            reuse_port: false,
+            backlog: Some(4096),
+            ipv6_only: true,
+        }
+    }
+}
+
+fn family(addr: &SocketAddr) -> AddressFamily {
+    match addr {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
+    }
+}
+
+/// Creates a non-blocking, close-on-exec TCP socket for `addr`'s family
+/// (`socket(2)` with `SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC`).
+///
+/// # Errors
+/// `EMFILE`/`ENFILE` when out of file descriptors, `EAFNOSUPPORT` without IPv6.
+pub fn tcp_socket(addr: &SocketAddr) -> io::Result<OwnedFd> {
+    rnet::socket_with(
+        family(addr),
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(err)
+}
+
+/// Creates a TCP socket, sets the options of `opts`, binds it to `addr` and, when
+/// `opts.backlog` is `Some`, listens. Port 0 picks a free port; read it back with
+/// [`local_addr`].
+///
+/// # Errors
+/// `EADDRINUSE`, `EACCES` (privileged port), `EADDRNOTAVAIL` (address not on this host),
+/// and the errors of [`tcp_socket`].
+pub fn tcp_listener(addr: SocketAddr, opts: &ListenOptions) -> io::Result<OwnedFd> {
+    let fd = tcp_socket(&addr)?;
+    if opts.reuse_address {
+        sockopt::set_socket_reuseaddr(&fd, true).map_err(err)?;
+    }
+    if opts.reuse_port {
+        sockopt::set_socket_reuseport(&fd, true).map_err(err)?;
+    }
+    if addr.is_ipv6() {
+        sockopt::set_ipv6_v6only(&fd, opts.ipv6_only).map_err(err)?;
+    }
+    rnet::bind(&fd, &addr).map_err(err)?;
+    if let Some(backlog) = opts.backlog {
+        rnet::listen(&fd, backlog).map_err(err)?;
+    }
+    Ok(fd)
+}
+
+/// Accepts one connection (`accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC`); the new
+/// socket is non-blocking and close-on-exec.
+///
+/// # Errors
+/// [`io::ErrorKind::WouldBlock`] when no connection is waiting; `EMFILE`/`ENFILE` when out
+/// of file descriptors (the connection stays queued); `ECONNABORTED` when the client gave
+/// up before the accept.
+#[inline]
+pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
+    rnet::accept_with(listener, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC).map_err(err)
+}
+
+/// Starts a non-blocking connect (`connect(2)`). Returns `Ok(true)` when connected at
+/// once (common on loopback), `Ok(false)` when in progress (`EINPROGRESS`): wait for
+/// writability, then read the outcome with [`take_error`].
+///
+/// # Errors
+/// `ECONNREFUSED`, `ENETUNREACH`, `EADDRNOTAVAIL`, and so on when the kernel knows at once.
+pub fn connect(fd: impl AsFd, addr: &SocketAddr) -> io::Result<bool> {
+    match rnet::connect(fd, addr) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::INPROGRESS) => Ok(false),
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// Reads and clears the socket's pending error (`SO_ERROR`): `Ok(None)` when there is
+/// none, `Ok(Some(e))` with the error of an asynchronous connect or send.
+///
+/// # Errors
+/// Only when `getsockopt` itself fails (`EBADF`, `ENOTSOCK`).
+pub fn take_error(fd: impl AsFd) -> io::Result<Option<io::Error>> {
+    match sockopt::socket_error(fd).map_err(err)? {
+        Ok(()) => Ok(None),
+        Err(e) => Ok(Some(err(e))),
+    }
+}
+
+/// Sets `TCP_NODELAY`: `true` turns Nagle's algorithm off, so small writes leave at once.
+///
+/// # Errors
+/// `EBADF`, `ENOTSOCK`, or `EOPNOTSUPP` on a non-TCP socket.
+pub fn set_nodelay(fd: impl AsFd, on: bool) -> io::Result<()> {
+    sockopt::set_tcp_nodelay(fd, on).map_err(err)
+}
+
+/// Sets `SO_REUSEADDR`.
+///
+/// # Errors
+/// `EBADF`, `ENOTSOCK`.
+pub fn set_reuse_address(fd: impl AsFd, on: bool) -> io::Result<()> {
+    sockopt::set_socket_reuseaddr(fd, on).map_err(err)
+}
+
+/// Sets `SO_REUSEPORT`.
+///
+/// # Errors
+/// `EBADF`, `ENOTSOCK`.
+pub fn set_reuse_port(fd: impl AsFd, on: bool) -> io::Result<()> {
+    sockopt::set_socket_reuseport(fd, on).map_err(err)
+}
+
+/// The address the socket is bound to (`getsockname(2)`).
+///
+/// # Errors
+/// `EBADF`, `ENOTSOCK`; `EAFNOSUPPORT` for a non-IP socket.
+pub fn local_addr(fd: impl AsFd) -> io::Result<SocketAddr> {
+    let a = rnet::getsockname(fd).map_err(err)?;
+    SocketAddr::try_from(a).map_err(err)
+}
+
+/// The address of the connected peer (`getpeername(2)`).
+///
+/// # Errors
+/// `ENOTCONN` when not connected, `EBADF`, `ENOTSOCK`; `EAFNOSUPPORT` for a non-IP socket.
+pub fn peer_addr(fd: impl AsFd) -> io::Result<SocketAddr> {
+    match rnet::getpeername(fd).map_err(err)? {
+        Some(a) => SocketAddr::try_from(a).map_err(err),
+        None => Err(io::Error::from(io::ErrorKind::NotConnected)),
+    }
+}
+
+/// Which direction [`shutdown`] closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shutdown {
+    /// No more reads (`SHUT_RD`).
+    Read,
+    /// No more writes: the peer reads end-of-file (`SHUT_WR`).
+    Write,
+    /// Both (`SHUT_RDWR`).
+    Both,
+}
+
+/// Shuts down one or both directions of a connection (`shutdown(2)`).
+///
+/// # Errors
+/// `ENOTCONN` when not connected.
+pub fn shutdown(fd: impl AsFd, how: Shutdown) -> io::Result<()> {
+    let how = match how {
+        Shutdown::Read => rnet::Shutdown::Read,
+        Shutdown::Write => rnet::Shutdown::Write,
+        Shutdown::Both => rnet::Shutdown::Both,
+    };
+    rnet::shutdown(fd, how).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listener_gets_a_port_and_accept_would_block() {
+        let l = tcp_listener("127.0.0.1:0".parse().unwrap(), &ListenOptions::default()).unwrap();
+        let a = local_addr(&l).unwrap();
+        assert_ne!(a.port(), 0);
+        let e = accept(&l).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn reuse_port_lets_two_listeners_share_an_address() {
+        let opts = ListenOptions {
+            reuse_port: true,
+            ..ListenOptions::default()
+        };
+        let a = tcp_listener("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let addr = local_addr(&a).unwrap();
+        let _b = tcp_listener(addr, &opts).unwrap();
+        // Without SO_REUSEPORT the same bind fails.
+        let e = tcp_listener(addr, &ListenOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
+    fn connect_accept_and_peer_addr() {
+        let l = tcp_listener("127.0.0.1:0".parse().unwrap(), &ListenOptions::default()).unwrap();
+        let addr = local_addr(&l).unwrap();
+        let c = tcp_socket(&addr).unwrap();
+        let _ = connect(&c, &addr).unwrap();
+        crate::io::poll_fd(
+            &c,
+            crate::io::PollFor::Write,
+            Some(std::time::Duration::from_secs(5)),
+        )
+        .unwrap();
+        assert!(take_error(&c).unwrap().is_none());
+        let s = loop {
+            match accept(&l) {
+                Ok(s) => break s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(peer_addr(&s).unwrap(), local_addr(&c).unwrap());
+        set_nodelay(&s, true).unwrap();
+    }
+}
