@@ -1,0 +1,98 @@
+//! I/O-free HTTP/1.1 for servers: a request head parser, a chunked body
+//! decoder, and serializers for the response head
+//! ([RFC 9112](https://www.rfc-editor.org/rfc/rfc9112),
+//! [RFC 9110](https://www.rfc-editor.org/rfc/rfc9110)).
+//!
+//! The crate contains no networking code: it opens no sockets or files, never
+//! reads the clock (the `Date` value comes in as an [`HttpDate`] the caller
+//! formats once per second), keeps no globals and prints nothing. It does not
+//! decode content codings, route requests, or implement HTTP/2. The caller
+//! owns every buffer: parsers borrow the bytes it received and report how
+//! many they used, serializers append to its `Vec<u8>`.
+//!
+//! ```text
+//!   received bytes ──► RequestParser::parse ──► Status::Complete(head_len) ──► Request<'_>
+//!                                                                              (views into the bytes)
+//!   body bytes ──────► ChunkedDecoder::decode ─► Decoded { consumed, Data(range) | NeedMore | End }
+//!
+//!   StatusCode, field lines, HttpDate ──► write_status_line / write_field_line /
+//!                                         write_content_length ──► caller's Vec<u8>
+//! ```
+//!
+//! The request parser is strict where RFC 9112 lets a server choose, except
+//! that it accepts a bare LF as a line terminator in the head (see
+//! [`RequestParser`], "Leniency", and `DESIGN.md`). Every rejection is an
+//! [`Error`] whose [`Error::status_hint`] is the status code to answer with.
+//!
+//! # Example
+//!
+//! Parse a pipelined request from an in-memory buffer, decode its chunked
+//! body, and write the response head:
+//!
+//! ```
+//! use keel_http::{
+//!     write_content_length, write_field_line, write_status_line, BodyLength, ChunkEvent,
+//!     ChunkedDecoder, ChunkedLimits, Limits, RequestParser, Status, StatusCode, Version,
+//! };
+//!
+//! let received: &[u8] = b"POST /upload HTTP/1.1\r\n\
+//!     Host: example.com\r\n\
+//!     Transfer-Encoding: chunked\r\n\
+//!     \r\n\
+//!     5\r\nhello\r\n0\r\n\r\n\
+//!     GET / HTTP/1.1\r\nHost: example.com\r\n\r\n";
+//!
+//! let mut parser = RequestParser::new(Limits::default());
+//! let Status::Complete(head_len) = parser.parse(received)? else { unreachable!() };
+//! let request = parser.request(received);
+//! assert_eq!(request.method(), b"POST");
+//! assert_eq!(request.path(), b"/upload");
+//! assert_eq!(request.version(), Version::Http11);
+//! assert_eq!(request.body_length(), BodyLength::Chunked);
+//! assert!(request.keep_alive());
+//!
+//! let mut rest = &received[head_len..];
+//! let mut decoder = ChunkedDecoder::new(ChunkedLimits::default());
+//! let mut content = Vec::new();
+//! while !decoder.is_done() {
+//!     let decoded = decoder.decode(rest)?;
+//!     if let ChunkEvent::Data(range) = decoded.event {
+//!         content.extend_from_slice(&rest[range]);
+//!     }
+//!     rest = &rest[decoded.consumed..];
+//! }
+//! assert_eq!(content, b"hello");
+//!
+//! // The next pipelined request starts where the body ended.
+//! assert!(matches!(parser.parse(rest)?, Status::Complete(_)));
+//! assert_eq!(parser.request(rest).method(), b"GET");
+//!
+//! let mut out = Vec::new();
+//! write_status_line(&mut out, Version::Http11, StatusCode::OK);
+//! write_field_line(&mut out, b"content-type", b"text/plain");
+//! write_content_length(&mut out, 2);
+//! out.extend_from_slice(b"\r\nok");
+//! assert_eq!(out, b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nContent-Length: 2\r\n\r\nok");
+//! # Ok::<(), keel_http::Error>(())
+//! ```
+
+#![doc(test(attr(deny(warnings))))]
+#![warn(missing_docs)]
+
+mod chars;
+mod chunked;
+mod date;
+mod error;
+mod request;
+mod response;
+
+pub use chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits, Decoded};
+pub use date::HttpDate;
+pub use error::Error;
+pub use request::{
+    BodyLength, FieldLine, Fields, Limits, Request, RequestParser, RequestTarget, Status, Version,
+};
+pub use response::{
+    is_valid_field_name, is_valid_field_value, write_content_length, write_field_line,
+    write_status_line, StatusCode,
+};

@@ -1,0 +1,2199 @@
+//! The request head parser
+//! ([RFC 9112 §2–§6](https://www.rfc-editor.org/rfc/rfc9112#section-2)).
+//!
+//! ```text
+//! HTTP-message   = start-line CRLF *( field-line CRLF ) CRLF [ message-body ]
+//! request-line   = method SP request-target SP HTTP-version
+//! field-line     = field-name ":" OWS field-value OWS
+//! ```
+
+use core::fmt;
+
+use memchr::memchr;
+
+use crate::chars::{
+    find_control_or_del, is_ows, is_tchar, trim_ows, HOST, REQUEST_TARGET, REQUEST_TARGET_PATH,
+};
+use crate::error::Error;
+
+/// How many empty lines (CRLF or bare LF) may come before the request-line;
+/// RFC 9112 §2.2 asks servers to ignore "at least one".
+const MAX_LEADING_EMPTY_LINES: u8 = 4;
+
+/// Each limit is clamped to this many bytes, so that every offset into the
+/// head fits in a `u32` (leading empty lines + request-line + field section
+/// stay below `u32::MAX`).
+const MAX_LIMIT: usize = (u32::MAX / 4) as usize;
+
+/// The HTTP-version of a request: only HTTP/1.0 and HTTP/1.1 are parsed
+/// ([RFC 9112 §2.3](https://www.rfc-editor.org/rfc/rfc9112#section-2.3)).
+///
+/// Any other well-formed version is [`Error::UnsupportedVersion`] (505), a
+/// malformed one [`Error::InvalidVersion`] (400).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Version {
+    /// `HTTP/1.0`.
+    Http10,
+    /// `HTTP/1.1`.
+    Http11,
+}
+
+impl Version {
+    /// The 8 bytes of the HTTP-version as sent on the wire, `b"HTTP/1.1"` or
+    /// `b"HTTP/1.0"`.
+    #[must_use]
+    pub const fn as_bytes(self) -> &'static [u8] {
+        match self {
+            Self::Http10 => b"HTTP/1.0",
+            Self::Http11 => b"HTTP/1.1",
+        }
+    }
+}
+
+/// Size limits for a request head. Going over one is a typed [`Error`] whose
+/// [`status_hint`](Error::status_hint) is 414 or 431.
+///
+/// Each limit is clamped to 1 GiB so offsets fit in 32 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Maximum length of the request-line in bytes, including its CRLF
+    /// (default 8 KiB). Longer is [`Error::RequestLineTooLong`], detected as
+    /// soon as that many bytes arrived without a line end
+    /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3)).
+    pub max_request_line_size: usize,
+    /// Maximum size of the field section in bytes: every field line with its
+    /// CRLF plus the final CRLF (default 64 KiB). Larger is
+    /// [`Error::FieldSectionTooLarge`], detected as soon as that many bytes
+    /// are buffered
+    /// ([RFC 9112 §5](https://www.rfc-editor.org/rfc/rfc9112#section-5)).
+    pub max_field_section_size: usize,
+    /// Maximum number of field lines (default 100). More is
+    /// [`Error::TooManyFields`].
+    pub max_fields: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_request_line_size: 8 * 1024,
+            max_field_section_size: 64 * 1024,
+            max_fields: 100,
+        }
+    }
+}
+
+/// The result of [`RequestParser::parse`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The head is complete. Carries its length in bytes from the start of
+    /// the buffer, including any ignored leading empty lines and the final
+    /// CRLF: the body (if any) or the next pipelined request starts there.
+    /// Next: read it with [`RequestParser::request`].
+    Complete(usize),
+    /// The head is not complete yet. Next: append more bytes to the same
+    /// buffer and call [`RequestParser::parse`] again.
+    Partial,
+}
+
+/// The form of a request-target
+/// ([RFC 9112 §3.2](https://www.rfc-editor.org/rfc/rfc9112#section-3.2)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RequestTarget {
+    /// `absolute-path [ "?" query ]`, such as `/where?q=now`
+    /// ([§3.2.1](https://www.rfc-editor.org/rfc/rfc9112#section-3.2.1)).
+    Origin,
+    /// `absolute-URI`, such as `http://www.example.org/pub/WWW/`
+    /// ([§3.2.2](https://www.rfc-editor.org/rfc/rfc9112#section-3.2.2)).
+    /// This parser requires `scheme "://" authority` and no userinfo.
+    Absolute,
+    /// `uri-host ":" port`, only with CONNECT
+    /// ([§3.2.3](https://www.rfc-editor.org/rfc/rfc9112#section-3.2.3)).
+    Authority,
+    /// `*`, only with OPTIONS
+    /// ([§3.2.4](https://www.rfc-editor.org/rfc/rfc9112#section-3.2.4)).
+    Asterisk,
+}
+
+/// How the length of a message body is determined
+/// ([RFC 9112 §6.3](https://www.rfc-editor.org/rfc/rfc9112#section-6.3)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BodyLength {
+    /// The body is exactly this many bytes (0 for a request without
+    /// `Content-Length` and `Transfer-Encoding`). Rule 6 and 7.
+    ContentLength(u64),
+    /// The body uses the chunked transfer coding; decode it with
+    /// [`ChunkedDecoder`](crate::ChunkedDecoder). Rule 4.
+    Chunked,
+    /// The body runs until the connection closes. Only for responses (rule
+    /// 8); never returned for a request.
+    UntilClose,
+}
+
+/// Offsets `start..end` into the buffer passed to [`RequestParser::parse`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    /// Builds a span. Offsets are below `u32::MAX` because every limit is
+    /// clamped to [`MAX_LIMIT`] and a span never goes past the head.
+    #[allow(clippy::cast_possible_truncation)]
+    fn new(start: usize, end: usize) -> Self {
+        debug_assert!(start <= end && end <= u32::MAX as usize);
+        Self {
+            start: start as u32,
+            end: end as u32,
+        }
+    }
+
+    /// The bytes of the span. `head` is at least as long as the parsed head
+    /// (checked in [`RequestParser::request`]), so this never panics.
+    fn of(self, head: &[u8]) -> &[u8] {
+        &head[self.start as usize..self.end as usize]
+    }
+}
+
+/// Where a field line's name and (OWS-trimmed) value are.
+#[derive(Clone, Copy, Debug)]
+struct FieldSpan {
+    name: Span,
+    value: Span,
+}
+
+/// Facts gathered from the field lines that carry framing or connection
+/// meaning.
+#[derive(Clone, Copy, Debug, Default)]
+struct Framing {
+    has_host: bool,
+    content_length: Option<u64>,
+    has_transfer_encoding: bool,
+    chunked: bool,
+    chunked_is_final: bool,
+    other_coding: bool,
+    close: bool,
+    keep_alive: bool,
+    expect_continue: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Looking for the request-line (skipping leading empty lines).
+    RequestLine,
+    /// Reading field lines until the empty line.
+    Fields,
+    /// The head is complete; the results are valid.
+    Complete,
+    /// Failed; every call returns this error until `reset`.
+    Failed(Error),
+}
+
+/// An incremental, allocation-free (after warm-up) parser for one request
+/// head at a time
+/// ([RFC 9112 §2.1](https://www.rfc-editor.org/rfc/rfc9112#section-2.1)).
+///
+/// # Calling order
+///
+/// 1. [`parse`](Self::parse) with the bytes received so far, starting at the
+///    first byte of the request head. On [`Status::Partial`], append more
+///    bytes and call it again with the same start: scanning resumes where it
+///    stopped, so the total work is linear in the bytes received.
+/// 2. On [`Status::Complete(n)`](Status::Complete), read the head with
+///    [`request`](Self::request) (same buffer), handle the body (its framing
+///    is [`Request::body_length`]), then drop the first `n` bytes plus the
+///    body. The next `parse` call starts a new request automatically.
+/// 3. On `Err(e)`, answer with [`e.status_hint()`](Error::status_hint) and
+///    close the connection. The error is sticky: `parse` returns it again
+///    until [`reset`](Self::reset).
+///
+/// Field spans live in a `Vec` owned by the parser, reused from one request to
+/// the next, so a long-lived parser does not allocate per request.
+///
+/// # Leniency
+///
+/// The parser is strict by default; it is lenient only where RFC 9112 allows
+/// and common clients need it:
+///
+/// - **Bare LF** is accepted as a line terminator of the request-line, of
+///   field lines and of the final empty line ([§2.2] MAY). A **bare CR** (CR
+///   not followed by LF) is always rejected, as the part of the head it
+///   appears in ([`Error::InvalidRequestLine`] family, or
+///   [`Error::InvalidFieldValue`] in a field value).
+/// - Up to 4 **empty lines before the request-line** are ignored ([§2.2]
+///   SHOULD); they count in the [`Status::Complete`] length.
+/// - **`Content-Length`** may repeat the same value, as a list (`5, 5`) or in
+///   several field lines ([RFC 9110 §8.6] MAY); differing values are
+///   [`Error::ConflictingContentLength`].
+/// - Values of `Connection` are compared as case-insensitive options without
+///   checking that each is a token.
+///
+/// Everything else that RFC 9112 lets a server either reject or repair is
+/// rejected: obs-fold ([§5.2]), whitespace before the colon ([§5.1]),
+/// whitespace before the first field line, `Transfer-Encoding` together
+/// with `Content-Length` ([§6.1]), `Transfer-Encoding` in HTTP/1.0, and
+/// request-target bytes outside visible ASCII. See `DESIGN.md` for the
+/// smuggling cases this defends against.
+///
+/// [§2.2]: https://www.rfc-editor.org/rfc/rfc9112#section-2.2
+/// [§5.1]: https://www.rfc-editor.org/rfc/rfc9112#section-5.1
+/// [§5.2]: https://www.rfc-editor.org/rfc/rfc9112#section-5.2
+/// [§6.1]: https://www.rfc-editor.org/rfc/rfc9112#section-6.1
+/// [RFC 9110 §8.6]: https://www.rfc-editor.org/rfc/rfc9110#section-8.6
+#[derive(Clone, Debug)]
+pub struct RequestParser {
+    limits: Limits,
+    phase: Phase,
+    /// Start of the first line not parsed yet.
+    line_start: usize,
+    /// Where the search for the current line's LF resumes; bytes between
+    /// `line_start` and `scan` are known to hold no LF.
+    scan: usize,
+    leading_empty_lines: u8,
+    fields_start: usize,
+    head_len: usize,
+    method: Span,
+    target: Span,
+    form: RequestTarget,
+    path: Span,
+    query: Option<Span>,
+    version: Version,
+    fields: Vec<FieldSpan>,
+    framing: Framing,
+}
+
+impl Default for RequestParser {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+impl RequestParser {
+    /// Creates a parser with the given limits (each clamped to 1 GiB). It
+    /// preallocates room for up to 64 field lines.
+    #[must_use]
+    pub fn new(limits: Limits) -> Self {
+        let limits = Limits {
+            max_request_line_size: limits.max_request_line_size.min(MAX_LIMIT),
+            max_field_section_size: limits.max_field_section_size.min(MAX_LIMIT),
+            max_fields: limits.max_fields,
+        };
+        Self {
+            limits,
+            phase: Phase::RequestLine,
+            line_start: 0,
+            scan: 0,
+            leading_empty_lines: 0,
+            fields_start: 0,
+            head_len: 0,
+            method: Span::default(),
+            target: Span::default(),
+            form: RequestTarget::Origin,
+            path: Span::default(),
+            query: None,
+            version: Version::Http11,
+            fields: Vec::with_capacity(limits.max_fields.min(64)),
+            framing: Framing::default(),
+        }
+    }
+
+    /// Forgets the current request (and a sticky error) so the next
+    /// [`parse`](Self::parse) starts a new request head at byte 0. Keeps the
+    /// allocated field storage.
+    pub fn reset(&mut self) {
+        self.phase = Phase::RequestLine;
+        self.line_start = 0;
+        self.scan = 0;
+        self.leading_empty_lines = 0;
+        self.fields_start = 0;
+        self.head_len = 0;
+        self.fields.clear();
+        self.framing = Framing::default();
+    }
+
+    /// Parses the request head at the start of `buf`
+    /// ([RFC 9112 §2–§6](https://www.rfc-editor.org/rfc/rfc9112#section-2)).
+    ///
+    /// `buf` holds the bytes received so far for this request, from its first
+    /// byte; bytes after the head (body, next pipelined request) are left
+    /// alone. After [`Status::Partial`], call again with the same start and
+    /// more bytes appended; parsing resumes at the line where it stopped.
+    /// After [`Status::Complete`], the next call starts a new request (the
+    /// caller has removed the previous one from the front of its buffer).
+    ///
+    /// Returns [`Status::Complete(n)`](Status::Complete) with the head length
+    /// `n <= buf.len()` in bytes, or [`Status::Partial`].
+    ///
+    /// # Errors
+    ///
+    /// Any [`Error`] for a malformed or over-limit head, as soon as it is
+    /// detected (limits are checked before the line end arrives). The error
+    /// is sticky: later calls return it again until [`reset`](Self::reset).
+    ///
+    /// # Panics
+    ///
+    /// If `buf` is shorter than a previous call's `buf` for the same request
+    /// (the caller broke the "same start, bytes appended" contract).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use keel_http::{Limits, RequestParser, Status};
+    ///
+    /// let mut parser = RequestParser::new(Limits::default());
+    /// let wire = b"GET /hello?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\nGET /next";
+    ///
+    /// assert_eq!(parser.parse(&wire[..20])?, Status::Partial);
+    /// let Status::Complete(head_len) = parser.parse(wire)? else { panic!("partial") };
+    /// assert_eq!(&wire[head_len..], b"GET /next");
+    ///
+    /// let request = parser.request(wire);
+    /// assert_eq!(request.method(), b"GET");
+    /// assert_eq!(request.path(), b"/hello");
+    /// assert_eq!(request.query(), Some(&b"x=1"[..]));
+    /// assert_eq!(request.field("HOST"), Some(&b"example.com"[..]));
+    /// # Ok::<(), keel_http::Error>(())
+    /// ```
+    pub fn parse(&mut self, buf: &[u8]) -> Result<Status, Error> {
+        match self.phase {
+            Phase::Complete => self.reset(),
+            Phase::Failed(error) => return Err(error),
+            Phase::RequestLine | Phase::Fields => {}
+        }
+        assert!(
+            buf.len() >= self.scan,
+            "RequestParser::parse: buffer shrank from {} to {} bytes within one request",
+            self.scan,
+            buf.len()
+        );
+        let result = self.parse_lines(buf);
+        if let Err(error) = result {
+            self.phase = Phase::Failed(error);
+        }
+        result
+    }
+
+    /// The head parsed by the last [`parse`](Self::parse) call, which
+    /// returned [`Status::Complete`]. `buf` must be the buffer passed to that
+    /// call (or one starting with the same bytes).
+    ///
+    /// # Panics
+    ///
+    /// If the last `parse` call did not return `Complete`, or if `buf` is
+    /// shorter than the head.
+    #[must_use]
+    pub fn request<'a>(&'a self, buf: &'a [u8]) -> Request<'a> {
+        assert!(
+            self.phase == Phase::Complete,
+            "RequestParser::request called without a complete head"
+        );
+        let head = buf
+            .get(..self.head_len)
+            .expect("RequestParser::request: buffer shorter than the parsed head");
+        Request { parser: self, head }
+    }
+
+    /// Parses lines until the head ends or the bytes run out.
+    ///
+    /// Each line is scanned once, validating as it goes and stopping at its
+    /// LF. A line cut off by the end of `buf` returns `Partial` and records
+    /// `scan = buf.len()`; the next call first looks for an LF in the new
+    /// bytes only (memchr from `scan`) and scans the line again only once it
+    /// is complete, so the work stays linear in the bytes received.
+    fn parse_lines(&mut self, buf: &[u8]) -> Result<Status, Error> {
+        loop {
+            // The current line, LF included, must end before `limit_end`.
+            let (limit_end, too_long) = match self.phase {
+                Phase::RequestLine => (
+                    self.line_start + self.limits.max_request_line_size,
+                    Error::RequestLineTooLong {
+                        limit: self.limits.max_request_line_size,
+                    },
+                ),
+                Phase::Fields => (
+                    self.fields_start + self.limits.max_field_section_size,
+                    Error::FieldSectionTooLarge {
+                        limit: self.limits.max_field_section_size,
+                    },
+                ),
+                // `parse` only calls this in the two phases above.
+                Phase::Complete | Phase::Failed(_) => unreachable!("parse_lines after the head"),
+            };
+            let window = &buf[..limit_end.min(buf.len())];
+            let resuming_without_lf = self.scan > self.line_start
+                && memchr(b'\n', window.get(self.scan..).unwrap_or_default()).is_none();
+            let next = if resuming_without_lf {
+                None
+            } else {
+                self.scan_line(window, self.line_start)?
+            };
+            let Some(next) = next else {
+                if buf.len() >= limit_end {
+                    return Err(too_long);
+                }
+                self.scan = buf.len();
+                return Ok(Status::Partial);
+            };
+            if self.phase == Phase::Complete {
+                self.head_len = next;
+                return Ok(Status::Complete(next));
+            }
+            self.line_start = next;
+            self.scan = next;
+        }
+    }
+
+    /// Scans the line starting at `start` in `window` (the buffer cut at the
+    /// current limit). Returns the offset after its line end, or `None` if
+    /// the window ends first (then no LF follows `start` in the window).
+    fn scan_line(&mut self, window: &[u8], start: usize) -> Result<Option<usize>, Error> {
+        let Some(&first) = window.get(start) else {
+            return Ok(None);
+        };
+        // Errors decided by a line's first byte are reported at once (the
+        // first scan of a line always sees that byte, however the input is
+        // split), so garbage such as a TLS ClientHello fails fast.
+        let starts_line_end = first == b'\r' || first == b'\n';
+        match self.phase {
+            Phase::RequestLine if !starts_line_end && !is_tchar(first) => {
+                return Err(Error::InvalidMethod);
+            }
+            Phase::Fields if is_ows(first) => {
+                return Err(if self.fields.is_empty() {
+                    Error::WhitespaceAfterRequestLine
+                } else {
+                    Error::ObsFold
+                });
+            }
+            Phase::Fields if !starts_line_end && self.fields.len() >= self.limits.max_fields => {
+                return Err(Error::TooManyFields {
+                    limit: self.limits.max_fields,
+                });
+            }
+            Phase::Fields if !starts_line_end && !is_tchar(first) => {
+                return Err(Error::InvalidFieldName);
+            }
+            _ => {}
+        }
+        match self.scan_line_after_first_byte(window, start) {
+            // Any other error found before the line's LF arrived waits until
+            // the line is complete: a resumed call only looks for the LF, so
+            // reporting it now would make the result depend on the split.
+            Err(_) if memchr(b'\n', &window[start..]).is_none() => Ok(None),
+            result => result,
+        }
+    }
+
+    /// [`Self::scan_line`] once the first byte of the line was checked.
+    fn scan_line_after_first_byte(
+        &mut self,
+        window: &[u8],
+        start: usize,
+    ) -> Result<Option<usize>, Error> {
+        // An empty line is CRLF or a bare LF; a bare CR is an error.
+        let empty_line_end = match window.get(start) {
+            None => return Ok(None),
+            Some(b'\n') => Some(start + 1),
+            Some(b'\r') => match window.get(start + 1) {
+                None => return Ok(None),
+                Some(b'\n') => Some(start + 2),
+                Some(_) if self.phase == Phase::RequestLine => {
+                    return Err(Error::InvalidRequestLine)
+                }
+                Some(_) => return Err(Error::InvalidFieldName),
+            },
+            Some(_) => None,
+        };
+        match (self.phase, empty_line_end) {
+            (Phase::RequestLine, Some(next)) => {
+                self.leading_empty_lines += 1;
+                if self.leading_empty_lines > MAX_LEADING_EMPTY_LINES {
+                    return Err(Error::InvalidRequestLine);
+                }
+                Ok(Some(next))
+            }
+            (Phase::RequestLine, None) => {
+                let next = self.scan_request_line(window, start)?;
+                if let Some(next) = next {
+                    self.phase = Phase::Fields;
+                    self.fields_start = next;
+                }
+                Ok(next)
+            }
+            (Phase::Fields, Some(next)) => {
+                self.check_framing()?;
+                self.phase = Phase::Complete;
+                Ok(Some(next))
+            }
+            (Phase::Fields, None) => self.scan_field_line(window, start),
+            (Phase::Complete | Phase::Failed(_), _) => unreachable!("scan_line after the head"),
+        }
+    }
+
+    /// Scans the request-line starting at `start` (not an empty line).
+    /// Returns the offset after its line end, or `None` if `window` ends
+    /// first.
+    ///
+    /// ```text
+    /// request-line = method SP request-target SP HTTP-version
+    /// method       = token
+    /// ```
+    fn scan_request_line(&mut self, window: &[u8], start: usize) -> Result<Option<usize>, Error> {
+        let mut i = start;
+        while i < window.len() && is_tchar(window[i]) {
+            i += 1;
+        }
+        let method_end = i;
+        match window.get(i) {
+            None => return Ok(None),
+            Some(b' ') if method_end > start => {}
+            Some(b'\r' | b'\n') => return Err(Error::InvalidRequestLine),
+            Some(_) => return Err(Error::InvalidMethod),
+        }
+        let target_start = i + 1;
+        i = target_start;
+        while i < window.len() && REQUEST_TARGET_PATH[usize::from(window[i])] {
+            i += 1;
+        }
+        // Offset of the first `?` in the target, found on the way.
+        let question = (window.get(i) == Some(&b'?')).then_some(i - target_start);
+        while i < window.len() && REQUEST_TARGET[usize::from(window[i])] {
+            i += 1;
+        }
+        let target_end = i;
+        match window.get(i) {
+            None => return Ok(None),
+            Some(b' ') if target_end > target_start => {}
+            // Two SPs in a row, or the line ends without an HTTP-version.
+            Some(b' ' | b'\r' | b'\n') => return Err(Error::InvalidRequestLine),
+            Some(_) => return Err(Error::InvalidRequestTarget),
+        }
+        let Some((version, next)) = scan_version(window, i + 1)? else {
+            return Ok(None);
+        };
+        self.version = version;
+
+        let method = &window[start..method_end];
+        let target = &window[target_start..target_end];
+        let (form, path, query) = classify_target(method, target, question)?;
+        let base = target_start;
+        self.method = Span::new(start, method_end);
+        self.target = Span::new(target_start, target_end);
+        self.form = form;
+        self.path = Span::new(base + path.start, base + path.end);
+        self.query = query.map(|q| Span::new(base + q.start, base + q.end));
+        Ok(Some(next))
+    }
+
+    /// Scans the field line starting at `start` (not an empty line, first
+    /// byte already checked by [`Self::scan_line`]), records
+    /// it and what it means for framing. Returns the offset after its line
+    /// end, or `None` if `window` ends first.
+    ///
+    /// ```text
+    /// field-line = field-name ":" OWS field-value OWS
+    /// ```
+    fn scan_field_line(&mut self, window: &[u8], start: usize) -> Result<Option<usize>, Error> {
+        let mut i = start;
+        while i < window.len() && is_tchar(window[i]) {
+            i += 1;
+        }
+        let name_end = i;
+        match window.get(i) {
+            None => return Ok(None),
+            Some(b':') if name_end > start => {}
+            Some(b' ' | b'\t') => {
+                while i < window.len() && is_ows(window[i]) {
+                    i += 1;
+                }
+                return match window.get(i) {
+                    None => Ok(None),
+                    Some(b':') => Err(Error::WhitespaceBeforeColon),
+                    Some(_) => Err(Error::InvalidFieldName),
+                };
+            }
+            Some(_) => return Err(Error::InvalidFieldName),
+        }
+        i += 1;
+        while i < window.len() && is_ows(window[i]) {
+            i += 1;
+        }
+        let value_start = i;
+        // field-value bytes are VCHAR, obs-text, SP and HTAB; the scan stops
+        // at the line end (CRLF or bare LF) and rejects every other control
+        // byte, a bare CR and DEL.
+        let (mut value_end, next) = loop {
+            i = find_control_or_del(window, i);
+            match window.get(i) {
+                None => return Ok(None),
+                Some(b'\t') => i += 1,
+                Some(b'\n') => break (i, i + 1),
+                Some(b'\r') => match window.get(i + 1) {
+                    None => return Ok(None),
+                    Some(b'\n') => break (i, i + 2),
+                    Some(_) => return Err(Error::InvalidFieldValue),
+                },
+                Some(_) => return Err(Error::InvalidFieldValue),
+            }
+        };
+        while value_end > value_start && is_ows(window[value_end - 1]) {
+            value_end -= 1;
+        }
+        self.note_field(&window[start..name_end], &window[value_start..value_end])?;
+        self.fields.push(FieldSpan {
+            name: Span::new(start, name_end),
+            value: Span::new(value_start, value_end),
+        });
+        Ok(Some(next))
+    }
+
+    /// Records the meaning of the fields that affect framing, routing or
+    /// persistence; names are compared ASCII case-insensitively, length
+    /// first.
+    fn note_field(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
+        match name.len() {
+            4 if is_name(name, b"host") => {
+                // RFC 9112 §3.2: 400 for more than one Host field line or an
+                // invalid Host value.
+                if self.framing.has_host {
+                    return Err(Error::MultipleHost);
+                }
+                if !value.iter().all(|&b| HOST[usize::from(b)]) {
+                    return Err(Error::InvalidHost);
+                }
+                self.framing.has_host = true;
+            }
+            6 if is_name(name, b"expect") && value.eq_ignore_ascii_case(b"100-continue") => {
+                self.framing.expect_continue = true;
+            }
+            10 if is_name(name, b"connection") => {
+                for option in value.split(|&b| b == b',') {
+                    let option = trim_ows(option);
+                    if option.eq_ignore_ascii_case(b"close") {
+                        self.framing.close = true;
+                    } else if option.eq_ignore_ascii_case(b"keep-alive") {
+                        self.framing.keep_alive = true;
+                    }
+                }
+            }
+            14 if is_name(name, b"content-length") => {
+                let length = parse_content_length(value)?;
+                match self.framing.content_length {
+                    Some(previous) if previous != length => {
+                        return Err(Error::ConflictingContentLength)
+                    }
+                    _ => self.framing.content_length = Some(length),
+                }
+            }
+            17 if is_name(name, b"transfer-encoding") => {
+                self.note_transfer_codings(value)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Records the transfer codings of one `Transfer-Encoding` field line
+    /// ([RFC 9112 §6.1](https://www.rfc-editor.org/rfc/rfc9112#section-6.1)).
+    ///
+    /// ```text
+    /// Transfer-Encoding  = #transfer-coding
+    /// transfer-coding    = token *( OWS ";" OWS transfer-parameter )
+    /// ```
+    fn note_transfer_codings(&mut self, value: &[u8]) -> Result<(), Error> {
+        let framing = &mut self.framing;
+        framing.has_transfer_encoding = true;
+        for element in value.split(|&b| b == b',') {
+            let element = trim_ows(element);
+            let name_len = element.iter().take_while(|&&b| is_tchar(b)).count();
+            let (coding, parameters) = element.split_at(name_len);
+            let parameters = trim_ows(parameters);
+            if coding.is_empty() || parameters.first().is_some_and(|&b| b != b';') {
+                return Err(Error::InvalidTransferEncoding);
+            }
+            if coding.eq_ignore_ascii_case(b"chunked") {
+                // RFC 9112 §6.1: chunked MUST NOT be applied more than once;
+                // §7.1 defines no parameters for it.
+                if framing.chunked || !parameters.is_empty() {
+                    return Err(Error::InvalidTransferEncoding);
+                }
+                framing.chunked = true;
+                framing.chunked_is_final = true;
+            } else {
+                framing.other_coding = true;
+                framing.chunked_is_final = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks, once the field section is complete, the rules that depend on
+    /// several fields: Host (RFC 9112 §3.2) and message body framing (§6.1,
+    /// §6.3).
+    fn check_framing(&self) -> Result<(), Error> {
+        let framing = &self.framing;
+        if self.version == Version::Http11 && !framing.has_host {
+            return Err(Error::MissingHost);
+        }
+        if framing.has_transfer_encoding {
+            if self.version == Version::Http10 {
+                return Err(Error::TransferEncodingInHttp10);
+            }
+            if framing.content_length.is_some() {
+                return Err(Error::ContentLengthWithTransferEncoding);
+            }
+            if !framing.chunked_is_final {
+                return Err(Error::ChunkedNotFinal);
+            }
+            if framing.other_coding {
+                return Err(Error::UnsupportedTransferCoding);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Scans the HTTP-version that starts at `start` and the line end after it.
+/// Returns the version and the offset after the line end, or `None` if
+/// `window` ends before the line does.
+fn scan_version(window: &[u8], start: usize) -> Result<Option<(Version, usize)>, Error> {
+    let rest = window.get(start..).unwrap_or_default();
+    // Fast path: a supported version right before CRLF or LF.
+    let version = match rest.get(..8) {
+        Some(b"HTTP/1.1") => Some(Version::Http11),
+        Some(b"HTTP/1.0") => Some(Version::Http10),
+        _ => None,
+    };
+    if let Some(version) = version {
+        match rest.get(8..).unwrap_or_default() {
+            [b'\n', ..] => return Ok(Some((version, start + 9))),
+            [b'\r', b'\n', ..] => return Ok(Some((version, start + 10))),
+            _ => {}
+        }
+    }
+    // Anything else is an error once the line is complete.
+    let Some(lf) = memchr(b'\n', rest) else {
+        return Ok(None);
+    };
+    let mut version = &rest[..lf];
+    if let [before @ .., b'\r'] = version {
+        version = before;
+    }
+    if version.first() == Some(&b' ') {
+        return Err(Error::InvalidRequestLine);
+    }
+    parse_version(version).map(|version| Some((version, start + lf + 1)))
+}
+
+/// `true` if the field name `name` (a token) equals `lowercase`, a name made
+/// of lowercase letters and `-`, ignoring ASCII case.
+///
+/// Setting bit 0x20 folds `A-Z` onto `a-z`; the only other byte it maps onto
+/// a letter or `-` is CR (onto `-`), which is not a tchar, so this is exact for
+/// tokens and cheaper than `eq_ignore_ascii_case`.
+#[inline]
+fn is_name(name: &[u8], lowercase: &[u8]) -> bool {
+    name.len() == lowercase.len() && name.iter().zip(lowercase).all(|(&a, &b)| a | 0x20 == b)
+}
+
+/// Parses an HTTP-version
+/// ([RFC 9112 §2.3](https://www.rfc-editor.org/rfc/rfc9112#section-2.3)).
+///
+/// ```text
+/// HTTP-version = HTTP-name "/" DIGIT "." DIGIT
+/// HTTP-name    = %s"HTTP"
+/// ```
+///
+/// `HTTP/2` and `HTTP/3` (a single digit, the names of the newer versions) are
+/// treated as well-formed but unsupported.
+fn parse_version(version: &[u8]) -> Result<Version, Error> {
+    match version {
+        b"HTTP/1.1" => Ok(Version::Http11),
+        b"HTTP/1.0" => Ok(Version::Http10),
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            Err(Error::UnsupportedVersion)
+        }
+        [b'H', b'T', b'T', b'P', b'/', major] if major.is_ascii_digit() => {
+            Err(Error::UnsupportedVersion)
+        }
+        _ => Err(Error::InvalidVersion),
+    }
+}
+
+/// Offsets `start..end` relative to the request-target.
+type TargetRange = core::ops::Range<usize>;
+
+/// Works out the form of `target` (visible ASCII, non-empty) for `method` and
+/// where its path and query are
+/// ([RFC 9112 §3.2](https://www.rfc-editor.org/rfc/rfc9112#section-3.2)).
+///
+/// ```text
+/// origin-form    = absolute-path [ "?" query ]
+/// absolute-form  = absolute-URI
+/// authority-form = uri-host ":" port
+/// asterisk-form  = "*"
+/// ```
+///
+/// `question` is the offset of the first `?` in `target`, if any.
+fn classify_target(
+    method: &[u8],
+    target: &[u8],
+    question: Option<usize>,
+) -> Result<(RequestTarget, TargetRange, Option<TargetRange>), Error> {
+    if method == b"CONNECT" {
+        // RFC 9112 §3.2.3: CONNECT always, and only, uses authority-form.
+        return if is_authority_form(target) {
+            Ok((RequestTarget::Authority, 0..0, None))
+        } else {
+            Err(Error::InvalidRequestTarget)
+        };
+    }
+    match target {
+        [b'/', ..] => Ok(match question {
+            Some(q) => (RequestTarget::Origin, 0..q, Some(q + 1..target.len())),
+            None => (RequestTarget::Origin, 0..target.len(), None),
+        }),
+        b"*" if method == b"OPTIONS" => Ok((RequestTarget::Asterisk, 0..1, None)),
+        _ => {
+            // absolute-URI with an authority: scheme "://" authority path-abempty
+            // [ "?" query ]. scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )
+            let scheme_len = match target.first() {
+                Some(b) if b.is_ascii_alphabetic() => target
+                    .iter()
+                    .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+                    .count(),
+                _ => return Err(Error::InvalidRequestTarget),
+            };
+            if target.get(scheme_len..scheme_len + 3) != Some(b"://") {
+                return Err(Error::InvalidRequestTarget);
+            }
+            let authority_start = scheme_len + 3;
+            let authority_len = target[authority_start..]
+                .iter()
+                .take_while(|&&b| b != b'/' && b != b'?')
+                .count();
+            let authority = &target[authority_start..authority_start + authority_len];
+            // RFC 9110 §4.2.1: an empty host is invalid; §4.2.4: userinfo
+            // (`@`, excluded from HOST) is treated as an error.
+            if authority.is_empty() || !authority.iter().all(|&b| HOST[usize::from(b)]) {
+                return Err(Error::InvalidRequestTarget);
+            }
+            let (path, query) = split_query(target, authority_start + authority_len);
+            Ok((RequestTarget::Absolute, path, query))
+        }
+    }
+}
+
+/// Splits `target[from..]` at its first `?` into path and query ranges.
+fn split_query(target: &[u8], from: usize) -> (TargetRange, Option<TargetRange>) {
+    match target[from..].iter().position(|&b| b == b'?') {
+        Some(q) => (from..from + q, Some(from + q + 1..target.len())),
+        None => (from..target.len(), None),
+    }
+}
+
+/// `true` if `target` is `uri-host ":" port` with a non-empty host and a
+/// non-empty all-digit port (RFC 9112 §3.2.3, RFC 9110 §9.3.6).
+fn is_authority_form(target: &[u8]) -> bool {
+    let Some(colon) = target.iter().rposition(|&b| b == b':') else {
+        return false;
+    };
+    let (host, port) = (&target[..colon], &target[colon + 1..]);
+    let bracketed = match host {
+        [b'[', .., b']'] => true,
+        [b'[', ..] | [.., b']'] => false,
+        _ => !host.contains(&b'[') && !host.contains(&b']'),
+    };
+    bracketed
+        && !host.is_empty()
+        && host.iter().all(|&b| HOST[usize::from(b)])
+        && !port.is_empty()
+        && port.iter().all(u8::is_ascii_digit)
+}
+
+/// Parses a `Content-Length` field value: `1*DIGIT`, or a comma-separated
+/// list of identical such values
+/// ([RFC 9110 §8.6](https://www.rfc-editor.org/rfc/rfc9110#section-8.6)).
+fn parse_content_length(value: &[u8]) -> Result<u64, Error> {
+    let mut length = None;
+    for element in value.split(|&b| b == b',') {
+        let element = trim_ows(element);
+        if element.is_empty() {
+            return Err(Error::InvalidContentLength);
+        }
+        let mut n: u64 = 0;
+        for &b in element {
+            if !b.is_ascii_digit() {
+                return Err(Error::InvalidContentLength);
+            }
+            n = n
+                .checked_mul(10)
+                .and_then(|n| n.checked_add(u64::from(b - b'0')))
+                .ok_or(Error::InvalidContentLength)?;
+        }
+        match length {
+            Some(previous) if previous != n => return Err(Error::ConflictingContentLength),
+            _ => length = Some(n),
+        }
+    }
+    length.ok_or(Error::InvalidContentLength)
+}
+
+/// A parsed request head: views into the buffer and the parser that parsed
+/// it. Obtained from [`RequestParser::request`].
+#[derive(Clone, Copy)]
+pub struct Request<'a> {
+    parser: &'a RequestParser,
+    /// The buffer, cut to the head's length.
+    head: &'a [u8],
+}
+
+impl<'a> Request<'a> {
+    /// The method, a case-sensitive token such as `b"GET"`
+    /// ([RFC 9110 §9.1](https://www.rfc-editor.org/rfc/rfc9110#section-9.1)).
+    #[must_use]
+    pub fn method(&self) -> &'a [u8] {
+        self.parser.method.of(self.head)
+    }
+
+    /// The request-target exactly as received, e.g. `b"/a/b?x=1"`
+    /// ([RFC 9112 §3.2](https://www.rfc-editor.org/rfc/rfc9112#section-3.2)).
+    #[must_use]
+    pub fn target(&self) -> &'a [u8] {
+        self.parser.target.of(self.head)
+    }
+
+    /// The form of the request-target
+    /// ([RFC 9112 §3.2](https://www.rfc-editor.org/rfc/rfc9112#section-3.2)).
+    #[must_use]
+    pub fn target_form(&self) -> RequestTarget {
+        self.parser.form
+    }
+
+    /// The path of the request-target, still percent-encoded: for
+    /// origin-form the part before `?`; for absolute-form the path after the
+    /// authority (`b"/"` if it is empty, as RFC 9112 §3.2.1 maps it); `b"*"`
+    /// for asterisk-form; empty for authority-form (CONNECT)
+    /// ([RFC 9112 §3.2](https://www.rfc-editor.org/rfc/rfc9112#section-3.2)).
+    #[must_use]
+    pub fn path(&self) -> &'a [u8] {
+        let path = self.parser.path.of(self.head);
+        if path.is_empty() && self.parser.form == RequestTarget::Absolute {
+            b"/"
+        } else {
+            path
+        }
+    }
+
+    /// The query of the request-target (the bytes after the first `?`,
+    /// possibly empty), or `None` without a `?`
+    /// ([RFC 3986 §3.4](https://www.rfc-editor.org/rfc/rfc3986#section-3.4)).
+    #[must_use]
+    pub fn query(&self) -> Option<&'a [u8]> {
+        self.parser.query.map(|q| q.of(self.head))
+    }
+
+    /// The HTTP-version
+    /// ([RFC 9112 §2.3](https://www.rfc-editor.org/rfc/rfc9112#section-2.3)).
+    #[must_use]
+    pub fn version(&self) -> Version {
+        self.parser.version
+    }
+
+    /// The field lines of the header section in the order received
+    /// ([RFC 9112 §5](https://www.rfc-editor.org/rfc/rfc9112#section-5)).
+    #[must_use]
+    pub fn fields(&self) -> Fields<'a> {
+        Fields {
+            spans: self.parser.fields.iter(),
+            head: self.head,
+        }
+    }
+
+    /// The value of the first field line named `name` (compared ASCII
+    /// case-insensitively), with leading and trailing OWS removed, or `None`
+    /// ([RFC 9110 §5.1](https://www.rfc-editor.org/rfc/rfc9110#section-5.1)).
+    #[must_use]
+    pub fn field(&self, name: &str) -> Option<&'a [u8]> {
+        let name = name.as_bytes();
+        self.fields()
+            .find(|field| field.name.eq_ignore_ascii_case(name))
+            .map(|field| field.value)
+    }
+
+    /// How the request body is framed
+    /// ([RFC 9112 §6.3](https://www.rfc-editor.org/rfc/rfc9112#section-6.3)):
+    /// [`BodyLength::Chunked`] if `Transfer-Encoding` ends with `chunked`,
+    /// else [`BodyLength::ContentLength`] with the `Content-Length` value or
+    /// 0. Never [`BodyLength::UntilClose`].
+    #[must_use]
+    pub fn body_length(&self) -> BodyLength {
+        let framing = &self.parser.framing;
+        if framing.chunked {
+            BodyLength::Chunked
+        } else {
+            BodyLength::ContentLength(framing.content_length.unwrap_or(0))
+        }
+    }
+
+    /// Whether the connection persists after this request
+    /// ([RFC 9112 §9.3](https://www.rfc-editor.org/rfc/rfc9112#section-9.3)):
+    /// for HTTP/1.1 unless a `Connection` option is `close`; for HTTP/1.0 only
+    /// with a `keep-alive` option and no `close`. Options come from every
+    /// `Connection` field line, comma-separated, case-insensitive.
+    #[must_use]
+    pub fn keep_alive(&self) -> bool {
+        let framing = &self.parser.framing;
+        match self.parser.version {
+            Version::Http11 => !framing.close,
+            Version::Http10 => framing.keep_alive && !framing.close,
+        }
+    }
+
+    /// Whether the client sent `Expect: 100-continue` (case-insensitive) in an
+    /// HTTP/1.1 request and waits for a 100 (Continue) before sending the body
+    /// ([RFC 9110 §10.1.1](https://www.rfc-editor.org/rfc/rfc9110#section-10.1.1);
+    /// the expectation is ignored in HTTP/1.0 requests, as required there).
+    #[must_use]
+    pub fn expects_continue(&self) -> bool {
+        self.parser.version == Version::Http11 && self.parser.framing.expect_continue
+    }
+}
+
+impl fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("method", &String::from_utf8_lossy(self.method()))
+            .field("target", &String::from_utf8_lossy(self.target()))
+            .field("version", &self.version())
+            .field("fields", &self.fields())
+            .finish()
+    }
+}
+
+/// One field line: a field name and its value
+/// ([RFC 9112 §5](https://www.rfc-editor.org/rfc/rfc9112#section-5)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FieldLine<'a> {
+    /// The field name as received (a token; compare it case-insensitively).
+    pub name: &'a [u8],
+    /// The field value without leading and trailing OWS; may be empty.
+    pub value: &'a [u8],
+}
+
+/// Iterator over the [`FieldLine`]s of a header section, in the order
+/// received. Obtained from [`Request::fields`].
+#[derive(Clone)]
+pub struct Fields<'a> {
+    spans: core::slice::Iter<'a, FieldSpan>,
+    head: &'a [u8],
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = FieldLine<'a>;
+
+    fn next(&mut self) -> Option<FieldLine<'a>> {
+        self.spans.next().map(|span| FieldLine {
+            name: span.name.of(self.head),
+            value: span.value.of(self.head),
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.spans.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Fields<'_> {}
+
+impl DoubleEndedIterator for Fields<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.spans.next_back().map(|span| FieldLine {
+            name: span.name.of(self.head),
+            value: span.value.of(self.head),
+        })
+    }
+}
+
+impl fmt::Debug for Fields<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.clone().map(|field| {
+                (
+                    String::from_utf8_lossy(field.name),
+                    String::from_utf8_lossy(field.value),
+                )
+            }))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a parsed head looks like, owned, for comparisons.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Parsed {
+        head_len: usize,
+        method: Vec<u8>,
+        target: Vec<u8>,
+        path: Vec<u8>,
+        query: Option<Vec<u8>>,
+        version: Version,
+        fields: Vec<(Vec<u8>, Vec<u8>)>,
+        body_length: BodyLength,
+        keep_alive: bool,
+    }
+
+    fn snapshot(parser: &RequestParser, buf: &[u8], head_len: usize) -> Parsed {
+        let request = parser.request(buf);
+        Parsed {
+            head_len,
+            method: request.method().to_vec(),
+            target: request.target().to_vec(),
+            path: request.path().to_vec(),
+            query: request.query().map(<[u8]>::to_vec),
+            version: request.version(),
+            fields: request
+                .fields()
+                .map(|f| (f.name.to_vec(), f.value.to_vec()))
+                .collect(),
+            body_length: request.body_length(),
+            keep_alive: request.keep_alive(),
+        }
+    }
+
+    fn parse_with(limits: Limits, input: &[u8]) -> Result<Status, Error> {
+        RequestParser::new(limits).parse(input)
+    }
+
+    fn parse(input: &[u8]) -> Result<Status, Error> {
+        parse_with(Limits::default(), input)
+    }
+
+    /// Parses `input` three ways (all at once, one byte at a time with the
+    /// same parser, and followed by trailing bytes), checks they agree, and
+    /// returns the result.
+    #[track_caller]
+    fn accept(input: &[u8]) -> Parsed {
+        let mut parser = RequestParser::default();
+        let whole = match parser.parse(input) {
+            Ok(Status::Complete(n)) => snapshot(&parser, input, n),
+            other => panic!("{:?}: {other:?}", String::from_utf8_lossy(input)),
+        };
+        assert_eq!(whole.head_len, input.len());
+
+        let mut parser = RequestParser::default();
+        for end in 0..input.len() {
+            assert_eq!(
+                parser.parse(&input[..end]),
+                Ok(Status::Partial),
+                "prefix {end}"
+            );
+        }
+        assert_eq!(parser.parse(input), Ok(Status::Complete(input.len())));
+        assert_eq!(snapshot(&parser, input, input.len()), whole);
+
+        let mut trailing = input.to_vec();
+        trailing.extend_from_slice(b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n");
+        let mut parser = RequestParser::default();
+        assert_eq!(parser.parse(&trailing), Ok(Status::Complete(input.len())));
+        assert_eq!(snapshot(&parser, &trailing, input.len()), whole);
+        whole
+    }
+
+    /// Asserts that `input` is rejected with `error`, both all at once and
+    /// when fed one byte at a time (never an error before, never Complete).
+    #[track_caller]
+    fn reject(input: &[u8], error: Error) {
+        assert_eq!(
+            parse(input),
+            Err(error),
+            "{:?}",
+            String::from_utf8_lossy(input)
+        );
+        let mut parser = RequestParser::default();
+        for end in 0..=input.len() {
+            match parser.parse(&input[..end]) {
+                Ok(Status::Partial) => {}
+                Err(e) => {
+                    assert_eq!(e, error, "prefix {end}");
+                    return;
+                }
+                Ok(Status::Complete(n)) => panic!("prefix {end} complete at {n}"),
+            }
+        }
+        panic!("never rejected byte by byte");
+    }
+
+    /// A valid HTTP/1.1 head with `line` as request-line.
+    fn with_request_line(line: &str) -> Vec<u8> {
+        format!("{line}\r\nHost: example.com\r\n\r\n").into_bytes()
+    }
+
+    /// A valid GET head with `fields` (each "name: value") added after Host.
+    fn with_fields(fields: &[&str]) -> Vec<u8> {
+        let mut head = String::from("GET / HTTP/1.1\r\nHost: example.com\r\n");
+        for field in fields {
+            head.push_str(field);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        head.into_bytes()
+    }
+
+    // ---- acceptance ------------------------------------------------------
+
+    #[test]
+    fn accepts_simple_get() {
+        let parsed = accept(b"GET /index.html HTTP/1.1\r\nHost: www.example.org\r\n\r\n");
+        assert_eq!(parsed.method, b"GET");
+        assert_eq!(parsed.target, b"/index.html");
+        assert_eq!(parsed.path, b"/index.html");
+        assert_eq!(parsed.query, None);
+        assert_eq!(parsed.version, Version::Http11);
+        assert_eq!(
+            parsed.fields,
+            vec![(b"Host".to_vec(), b"www.example.org".to_vec())]
+        );
+        assert_eq!(parsed.body_length, BodyLength::ContentLength(0));
+        assert!(parsed.keep_alive);
+    }
+
+    #[test]
+    fn accepts_post_with_content_length() {
+        let parsed =
+            accept(b"POST /submit?x=1&y HTTP/1.1\r\nHost: a\r\nContent-Length: 42\r\n\r\n");
+        assert_eq!(parsed.method, b"POST");
+        assert_eq!(parsed.path, b"/submit");
+        assert_eq!(parsed.query.as_deref(), Some(&b"x=1&y"[..]));
+        assert_eq!(parsed.body_length, BodyLength::ContentLength(42));
+    }
+
+    #[test]
+    fn accepts_empty_query() {
+        let parsed = accept(b"GET /a? HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(parsed.path, b"/a");
+        assert_eq!(parsed.query.as_deref(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn accepts_chunked() {
+        let parsed = accept(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n");
+        assert_eq!(parsed.body_length, BodyLength::Chunked);
+    }
+
+    #[test]
+    fn accepts_chunked_split_over_field_lines_with_empty_field_between() {
+        let parsed =
+            accept(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nX-Empty:\r\n\r\n");
+        assert_eq!(parsed.body_length, BodyLength::Chunked);
+        assert_eq!(parsed.fields[2], (b"X-Empty".to_vec(), Vec::new()));
+    }
+
+    #[test]
+    fn accepts_http10_keep_alive() {
+        let parsed = accept(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
+        assert_eq!(parsed.version, Version::Http10);
+        assert!(parsed.keep_alive);
+    }
+
+    #[test]
+    fn accepts_http10_without_host() {
+        let parsed = accept(b"GET / HTTP/1.0\r\n\r\n");
+        assert_eq!(parsed.version, Version::Http10);
+        assert!(parsed.fields.is_empty());
+        assert!(!parsed.keep_alive);
+    }
+
+    #[test]
+    fn accepts_absolute_form() {
+        let parsed = accept(&with_request_line(
+            "GET http://example.com:8080/a/b?q=1 HTTP/1.1",
+        ));
+        assert_eq!(parsed.target, b"http://example.com:8080/a/b?q=1");
+        assert_eq!(parsed.path, b"/a/b");
+        assert_eq!(parsed.query.as_deref(), Some(&b"q=1"[..]));
+
+        let parsed = accept(&with_request_line("GET https://example.com HTTP/1.1"));
+        assert_eq!(parsed.path, b"/");
+        assert_eq!(parsed.query, None);
+
+        let parsed = accept(&with_request_line("GET http://[::1]?x HTTP/1.1"));
+        assert_eq!(parsed.path, b"/");
+        assert_eq!(parsed.query.as_deref(), Some(&b"x"[..]));
+    }
+
+    #[test]
+    fn accepts_asterisk_form_options() {
+        let parsed = accept(&with_request_line("OPTIONS * HTTP/1.1"));
+        assert_eq!(parsed.target, b"*");
+        assert_eq!(parsed.path, b"*");
+        assert_eq!(parsed.query, None);
+        let mut parser = RequestParser::default();
+        let input = with_request_line("OPTIONS * HTTP/1.1");
+        parser.parse(&input).unwrap();
+        assert_eq!(
+            parser.request(&input).target_form(),
+            RequestTarget::Asterisk
+        );
+    }
+
+    #[test]
+    fn accepts_connect_authority_form() {
+        for target in ["example.com:443", "[2001:db8::1]:8443", "10.0.0.1:80"] {
+            let input = with_request_line(&format!("CONNECT {target} HTTP/1.1"));
+            let parsed = accept(&input);
+            assert_eq!(parsed.target, target.as_bytes());
+            assert_eq!(parsed.path, b"");
+            assert_eq!(parsed.query, None);
+            let mut parser = RequestParser::default();
+            parser.parse(&input).unwrap();
+            assert_eq!(
+                parser.request(&input).target_form(),
+                RequestTarget::Authority
+            );
+        }
+    }
+
+    #[test]
+    fn accepts_leading_empty_lines() {
+        let parsed = accept(b"\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(parsed.method, b"GET");
+        assert_eq!(parsed.head_len, 30);
+    }
+
+    #[test]
+    fn rejects_more_than_four_leading_empty_lines() {
+        accept(b"\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        reject(
+            b"\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            Error::InvalidRequestLine,
+        );
+    }
+
+    #[test]
+    fn accepts_bare_lf_line_terminators() {
+        let parsed = accept(b"GET / HTTP/1.1\nHost: a\nX: y\r\n\n");
+        assert_eq!(
+            parsed.fields,
+            vec![
+                (b"Host".to_vec(), b"a".to_vec()),
+                (b"X".to_vec(), b"y".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn field_values_are_ows_trimmed_and_may_hold_obs_text() {
+        let parsed =
+            accept(b"GET / HTTP/1.1\r\nHost:a\r\nX-A: \t v a l \t \r\nX-B: caf\xc3\xa9\r\n\r\n");
+        assert_eq!(parsed.fields[0].1, b"a");
+        assert_eq!(parsed.fields[1].1, b"v a l");
+        assert_eq!(parsed.fields[2].1, b"caf\xc3\xa9");
+    }
+
+    #[test]
+    fn method_is_any_token() {
+        let parsed = accept(&with_request_line("M-SEARCH! / HTTP/1.1"));
+        assert_eq!(parsed.method, b"M-SEARCH!");
+    }
+
+    // ---- request-line ----------------------------------------------------
+
+    #[test]
+    fn rejects_method_that_is_not_a_token() {
+        reject(&with_request_line("GE(T / HTTP/1.1"), Error::InvalidMethod);
+        reject(&with_request_line("GÉT / HTTP/1.1"), Error::InvalidMethod);
+    }
+
+    #[test]
+    fn rejects_empty_method() {
+        reject(&with_request_line(" / HTTP/1.1"), Error::InvalidMethod);
+    }
+
+    #[test]
+    fn rejects_tab_as_separator() {
+        reject(&with_request_line("GET\t/ HTTP/1.1"), Error::InvalidMethod);
+        reject(
+            &with_request_line("GET /\tHTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+    }
+
+    #[test]
+    fn rejects_two_spaces_after_method() {
+        reject(
+            &with_request_line("GET  / HTTP/1.1"),
+            Error::InvalidRequestLine,
+        );
+    }
+
+    #[test]
+    fn rejects_two_spaces_before_version() {
+        reject(
+            &with_request_line("GET /  HTTP/1.1"),
+            Error::InvalidRequestLine,
+        );
+    }
+
+    #[test]
+    fn rejects_missing_parts() {
+        reject(&with_request_line("GET"), Error::InvalidRequestLine);
+        reject(&with_request_line("GET /"), Error::InvalidRequestLine);
+        reject(&with_request_line("GET "), Error::InvalidRequestLine);
+    }
+
+    #[test]
+    fn rejects_control_del_and_non_ascii_in_target() {
+        reject(
+            &with_request_line("GET /a\x01b HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("GET /a\x7fb HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("GET /caf\u{e9} HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            b"GET /a\0b HTTP/1.1\r\nHost: a\r\n\r\n",
+            Error::InvalidRequestTarget,
+        );
+    }
+
+    #[test]
+    fn rejects_fragment_in_target() {
+        reject(
+            &with_request_line("GET /a#frag HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+    }
+
+    #[test]
+    fn rejects_origin_form_not_starting_with_slash() {
+        reject(
+            &with_request_line("GET index.html HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("GET ?q HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+    }
+
+    #[test]
+    fn rejects_asterisk_form_without_options() {
+        reject(
+            &with_request_line("GET * HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("OPTIONS *x HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+    }
+
+    #[test]
+    fn rejects_authority_form_without_connect() {
+        reject(
+            &with_request_line("GET example.com:80 HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+    }
+
+    #[test]
+    fn rejects_connect_without_authority_form() {
+        reject(
+            &with_request_line("CONNECT / HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("CONNECT example.com HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("CONNECT example.com: HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("CONNECT :443 HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("CONNECT a/b:443 HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("CONNECT [::1:443 HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("CONNECT http://example.com:443 HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+    }
+
+    #[test]
+    fn rejects_absolute_form_with_userinfo_or_empty_host() {
+        reject(
+            &with_request_line("GET http://user@example.com/ HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("GET http:///path HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("GET http:/path HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+        reject(
+            &with_request_line("GET 1http://a/ HTTP/1.1"),
+            Error::InvalidRequestTarget,
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_version() {
+        for version in [
+            "http/1.1",
+            "HTTP/1.1 ",
+            "HTTP/11",
+            "HTTP/1.",
+            "HTTP/1.1.1",
+            "HTTP/a.b",
+            "HTTP",
+            "",
+        ] {
+            reject(
+                &with_request_line(&format!("GET / {version}")),
+                Error::InvalidVersion,
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_unsupported_versions_with_505() {
+        for version in ["HTTP/2.0", "HTTP/1.2", "HTTP/0.9", "HTTP/2", "HTTP/3"] {
+            let input = with_request_line(&format!("GET / {version}"));
+            reject(&input, Error::UnsupportedVersion);
+            assert_eq!(Error::UnsupportedVersion.status_hint().as_u16(), 505);
+        }
+        reject(
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            Error::UnsupportedVersion,
+        );
+    }
+
+    // ---- bare CR / LF --------------------------------------------------
+
+    #[test]
+    fn rejects_bare_cr_in_request_line() {
+        reject(b"GET / HTTP/1.1\rHost: a\r\n\r\n", Error::InvalidVersion);
+        reject(
+            b"GET /\r HTTP/1.1\r\nHost: a\r\n\r\n",
+            Error::InvalidRequestLine,
+        );
+        reject(
+            b"GET\r / HTTP/1.1\r\nHost: a\r\n\r\n",
+            Error::InvalidRequestLine,
+        );
+        reject(
+            b"\rGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            Error::InvalidRequestLine,
+        );
+        reject(
+            b"GET / HTTP/1.1\r\r\nHost: a\r\n\r\n",
+            Error::InvalidVersion,
+        );
+    }
+
+    #[test]
+    fn rejects_bare_cr_in_field_line() {
+        reject(
+            b"GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n",
+            Error::InvalidFieldValue,
+        );
+        reject(
+            b"GET / HTTP/1.1\r\nHost: a\r\r\n\r\n",
+            Error::InvalidFieldValue,
+        );
+    }
+
+    #[test]
+    fn rejects_bare_cr_as_final_line() {
+        reject(
+            b"GET / HTTP/1.1\r\nHost: a\r\n\rX\r\n\r\n",
+            Error::InvalidFieldName,
+        );
+        reject(
+            b"GET / HTTP/1.1\r\nHost: a\r\n\r\r\n",
+            Error::InvalidFieldName,
+        );
+    }
+
+    // ---- field lines -----------------------------------------------------
+
+    #[test]
+    fn rejects_field_name_that_is_not_a_token() {
+        reject(&with_fields(&["X@Y: 1"]), Error::InvalidFieldName);
+        reject(&with_fields(&["X\"Y: 1"]), Error::InvalidFieldName);
+        reject(&with_fields(&["Caf\u{e9}: 1"]), Error::InvalidFieldName);
+    }
+
+    #[test]
+    fn rejects_empty_field_name() {
+        reject(&with_fields(&[": value"]), Error::InvalidFieldName);
+    }
+
+    #[test]
+    fn rejects_field_line_without_colon() {
+        reject(&with_fields(&["NoColon"]), Error::InvalidFieldName);
+        reject(&with_fields(&["No Colon"]), Error::InvalidFieldName);
+    }
+
+    #[test]
+    fn rejects_whitespace_before_colon() {
+        reject(&with_fields(&["X-Name : v"]), Error::WhitespaceBeforeColon);
+        reject(&with_fields(&["X-Name\t: v"]), Error::WhitespaceBeforeColon);
+        reject(
+            b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+            Error::WhitespaceBeforeColon,
+        );
+    }
+
+    #[test]
+    fn rejects_controls_and_del_in_field_value() {
+        for bad in [0x00u8, 0x01, 0x08, 0x0b, 0x0c, 0x1f, 0x7f] {
+            let mut input = b"GET / HTTP/1.1\r\nHost: a\r\nX: a".to_vec();
+            input.push(bad);
+            input.extend_from_slice(b"b\r\n\r\n");
+            reject(&input, Error::InvalidFieldValue);
+        }
+        accept(b"GET / HTTP/1.1\r\nHost: a\r\nX: a\tb\r\n\r\n");
+    }
+
+    #[test]
+    fn rejects_obs_fold() {
+        reject(
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: b\r\n c\r\n\r\n",
+            Error::ObsFold,
+        );
+        reject(
+            b"GET / HTTP/1.1\r\nHost: a\r\nX: b\r\n\tc\r\n\r\n",
+            Error::ObsFold,
+        );
+    }
+
+    #[test]
+    fn rejects_whitespace_line_after_request_line() {
+        reject(
+            b"GET / HTTP/1.1\r\n Host: a\r\n\r\n",
+            Error::WhitespaceAfterRequestLine,
+        );
+        reject(
+            b"GET / HTTP/1.1\r\n\tHost: a\r\n\r\n",
+            Error::WhitespaceAfterRequestLine,
+        );
+    }
+
+    // ---- Host ------------------------------------------------------------
+
+    #[test]
+    fn rejects_http11_without_host() {
+        reject(b"GET / HTTP/1.1\r\nX: y\r\n\r\n", Error::MissingHost);
+    }
+
+    #[test]
+    fn rejects_multiple_host_field_lines() {
+        reject(
+            b"GET / HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n",
+            Error::MultipleHost,
+        );
+        reject(
+            b"GET / HTTP/1.0\r\nHost: a\r\nHOST: b\r\n\r\n",
+            Error::MultipleHost,
+        );
+    }
+
+    #[test]
+    fn rejects_invalid_host_value() {
+        reject(b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", Error::InvalidHost);
+        reject(
+            b"GET / HTTP/1.1\r\nHost: user@a\r\n\r\n",
+            Error::InvalidHost,
+        );
+        reject(b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", Error::InvalidHost);
+        accept(b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n");
+        accept(b"GET / HTTP/1.1\r\nHost:\r\n\r\n");
+    }
+
+    // ---- Content-Length --------------------------------------------------
+
+    #[test]
+    fn content_length_identical_duplicates_are_accepted() {
+        let parsed = accept(&with_fields(&["Content-Length: 5, 5"]));
+        assert_eq!(parsed.body_length, BodyLength::ContentLength(5));
+        let parsed = accept(&with_fields(&["Content-Length: 7", "content-length: 7"]));
+        assert_eq!(parsed.body_length, BodyLength::ContentLength(7));
+        let parsed = accept(&with_fields(&["Content-Length: 18446744073709551615"]));
+        assert_eq!(parsed.body_length, BodyLength::ContentLength(u64::MAX));
+        let parsed = accept(&with_fields(&["Content-Length: 007"]));
+        assert_eq!(parsed.body_length, BodyLength::ContentLength(7));
+    }
+
+    #[test]
+    fn rejects_differing_content_length_values() {
+        reject(
+            &with_fields(&["Content-Length: 5, 6"]),
+            Error::ConflictingContentLength,
+        );
+        reject(
+            &with_fields(&["Content-Length: 5", "Content-Length: 6"]),
+            Error::ConflictingContentLength,
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_content_length() {
+        for value in [
+            "+5", "-5", "1 2", "0x10", "5a", "", "5,", ",5", "5,,5", "1e3", "\u{661}",
+        ] {
+            let field = format!("Content-Length: {value}");
+            reject(&with_fields(&[&field]), Error::InvalidContentLength);
+        }
+    }
+
+    #[test]
+    fn rejects_content_length_overflow() {
+        reject(
+            &with_fields(&["Content-Length: 18446744073709551616"]),
+            Error::InvalidContentLength,
+        );
+        reject(
+            &with_fields(&["Content-Length: 99999999999999999999999"]),
+            Error::InvalidContentLength,
+        );
+    }
+
+    // ---- Transfer-Encoding -----------------------------------------------
+
+    #[test]
+    fn rejects_final_coding_not_chunked() {
+        reject(
+            &with_fields(&["Transfer-Encoding: gzip"]),
+            Error::ChunkedNotFinal,
+        );
+        reject(
+            &with_fields(&["Transfer-Encoding: chunked, gzip"]),
+            Error::ChunkedNotFinal,
+        );
+        reject(
+            &with_fields(&["Transfer-Encoding: chunked", "Transfer-Encoding: gzip"]),
+            Error::ChunkedNotFinal,
+        );
+    }
+
+    #[test]
+    fn rejects_other_codings_with_501() {
+        reject(
+            &with_fields(&["Transfer-Encoding: gzip, chunked"]),
+            Error::UnsupportedTransferCoding,
+        );
+        reject(
+            &with_fields(&["Transfer-Encoding: deflate", "Transfer-Encoding: chunked"]),
+            Error::UnsupportedTransferCoding,
+        );
+        assert_eq!(Error::UnsupportedTransferCoding.status_hint().as_u16(), 501);
+    }
+
+    #[test]
+    fn rejects_chunked_applied_twice() {
+        reject(
+            &with_fields(&["Transfer-Encoding: chunked, chunked"]),
+            Error::InvalidTransferEncoding,
+        );
+        reject(
+            &with_fields(&["Transfer-Encoding: chunked", "Transfer-Encoding: CHUNKED"]),
+            Error::InvalidTransferEncoding,
+        );
+    }
+
+    #[test]
+    fn rejects_malformed_transfer_encoding() {
+        for value in [
+            "",
+            "chunked,",
+            ", chunked",
+            "chunked;x=1",
+            "chu nked",
+            "\"chunked\"",
+            "gzip x, chunked",
+        ] {
+            let field = format!("Transfer-Encoding: {value}");
+            reject(&with_fields(&[&field]), Error::InvalidTransferEncoding);
+        }
+    }
+
+    #[test]
+    fn rejects_transfer_encoding_in_http10() {
+        reject(
+            b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            Error::TransferEncodingInHttp10,
+        );
+    }
+
+    #[test]
+    fn rejects_transfer_encoding_with_content_length() {
+        reject(
+            &with_fields(&["Content-Length: 5", "Transfer-Encoding: chunked"]),
+            Error::ContentLengthWithTransferEncoding,
+        );
+        reject(
+            &with_fields(&["Transfer-Encoding: chunked", "Content-Length: 5"]),
+            Error::ContentLengthWithTransferEncoding,
+        );
+    }
+
+    // ---- limits ----------------------------------------------------------
+
+    #[test]
+    fn request_line_limit_counts_crlf() {
+        let limits = Limits {
+            max_request_line_size: 16,
+            ..Limits::default()
+        };
+        // "GET / HTTP/1.1\r\n" is exactly 16 bytes.
+        assert!(matches!(
+            parse_with(limits, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Ok(Status::Complete(_))
+        ));
+        assert_eq!(
+            parse_with(limits, b"GET /a HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Err(Error::RequestLineTooLong { limit: 16 })
+        );
+    }
+
+    #[test]
+    fn request_line_limit_is_enforced_before_the_line_ends() {
+        let limits = Limits {
+            max_request_line_size: 16,
+            ..Limits::default()
+        };
+        let mut parser = RequestParser::new(limits);
+        assert_eq!(parser.parse(b"GET /aaaaaaaaaa"), Ok(Status::Partial));
+        assert_eq!(
+            parser.parse(b"GET /aaaaaaaaaaa"),
+            Err(Error::RequestLineTooLong { limit: 16 })
+        );
+        // A long line with the default limit, no LF ever.
+        let long = vec![b'a'; 8 * 1024];
+        assert_eq!(
+            parse(&long),
+            Err(Error::RequestLineTooLong { limit: 8 * 1024 })
+        );
+        assert_eq!(parse(&long[1..]), Ok(Status::Partial));
+    }
+
+    #[test]
+    fn field_section_limit_counts_final_crlf() {
+        let head = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        let section = head.len() - 16;
+        let exact = Limits {
+            max_field_section_size: section,
+            ..Limits::default()
+        };
+        assert_eq!(parse_with(exact, head), Ok(Status::Complete(head.len())));
+        let smaller = Limits {
+            max_field_section_size: section - 1,
+            ..Limits::default()
+        };
+        assert_eq!(
+            parse_with(smaller, head),
+            Err(Error::FieldSectionTooLarge { limit: section - 1 })
+        );
+    }
+
+    #[test]
+    fn field_section_limit_is_enforced_before_the_head_ends() {
+        let limits = Limits {
+            max_field_section_size: 32,
+            ..Limits::default()
+        };
+        let mut input = b"GET / HTTP/1.1\r\nHost: a\r\nX: ".to_vec();
+        input.resize(16 + 31, b'v');
+        let mut parser = RequestParser::new(limits);
+        assert_eq!(parser.parse(&input), Ok(Status::Partial));
+        input.push(b'v');
+        assert_eq!(
+            parser.parse(&input),
+            Err(Error::FieldSectionTooLarge { limit: 32 })
+        );
+    }
+
+    #[test]
+    fn rejects_too_many_fields() {
+        let limits = Limits {
+            max_fields: 3,
+            ..Limits::default()
+        };
+        let three = with_fields(&["A: 1", "B: 2"]);
+        assert_eq!(
+            parse_with(limits, &three),
+            Ok(Status::Complete(three.len()))
+        );
+        let four = with_fields(&["A: 1", "B: 2", "C: 3"]);
+        assert_eq!(
+            parse_with(limits, &four),
+            Err(Error::TooManyFields { limit: 3 })
+        );
+    }
+
+    // ---- persistence and expectations ----------------------------------
+
+    fn keep_alive(input: &[u8]) -> bool {
+        let mut parser = RequestParser::default();
+        assert!(matches!(parser.parse(input), Ok(Status::Complete(_))));
+        parser.request(input).keep_alive()
+    }
+
+    #[test]
+    fn http11_is_persistent_unless_close() {
+        assert!(keep_alive(&with_fields(&[])));
+        assert!(keep_alive(&with_fields(&["Connection: keep-alive"])));
+        assert!(!keep_alive(&with_fields(&["Connection: close"])));
+        assert!(!keep_alive(&with_fields(&["Connection: Upgrade, CLOSE"])));
+        assert!(!keep_alive(&with_fields(&[
+            "Connection: foo",
+            "Connection: close"
+        ])));
+        assert!(keep_alive(&with_fields(&["Connection: closed"])));
+    }
+
+    #[test]
+    fn http10_is_persistent_only_with_keep_alive() {
+        assert!(!keep_alive(b"GET / HTTP/1.0\r\n\r\n"));
+        assert!(keep_alive(
+            b"GET / HTTP/1.0\r\nConnection: foo,keep-alive\r\n\r\n"
+        ));
+        assert!(!keep_alive(
+            b"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n"
+        ));
+        assert!(!keep_alive(
+            b"GET / HTTP/1.0\r\nKeep-Alive: timeout=5\r\n\r\n"
+        ));
+    }
+
+    #[test]
+    fn expects_continue_only_for_http11_100_continue() {
+        let expects = |input: &[u8]| {
+            let mut parser = RequestParser::default();
+            assert!(matches!(parser.parse(input), Ok(Status::Complete(_))));
+            parser.request(input).expects_continue()
+        };
+        assert!(expects(&with_fields(&["Expect: 100-Continue"])));
+        assert!(!expects(&with_fields(&[])));
+        assert!(!expects(&with_fields(&["Expect: 200-ok"])));
+        assert!(!expects(b"POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n"));
+    }
+
+    // ---- accessors -------------------------------------------------------
+
+    #[test]
+    fn field_lookup_is_case_insensitive_and_returns_first() {
+        let input = with_fields(&["X-Dup: one", "x-dup: two", "Accept: */*"]);
+        let mut parser = RequestParser::default();
+        parser.parse(&input).unwrap();
+        let request = parser.request(&input);
+        assert_eq!(request.field("x-DUP"), Some(&b"one"[..]));
+        assert_eq!(request.field("accept"), Some(&b"*/*"[..]));
+        assert_eq!(request.field("missing"), None);
+        assert_eq!(request.field("x-du"), None);
+        let fields = request.fields();
+        assert_eq!(fields.len(), 4);
+        let names: Vec<&[u8]> = fields.map(|f| f.name).collect();
+        assert_eq!(names, [&b"Host"[..], b"X-Dup", b"x-dup", b"Accept"]);
+        assert_eq!(
+            request.fields().next_back(),
+            Some(FieldLine {
+                name: b"Accept",
+                value: b"*/*"
+            })
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "without a complete head")]
+    fn request_panics_without_complete_head() {
+        let mut parser = RequestParser::default();
+        let _ = parser.parse(b"GET / HTTP/1.1\r\n");
+        let _ = parser.request(b"GET / HTTP/1.1\r\n");
+    }
+
+    #[test]
+    #[should_panic(expected = "shorter than the parsed head")]
+    fn request_panics_with_shorter_buffer() {
+        let input = with_fields(&[]);
+        let mut parser = RequestParser::default();
+        parser.parse(&input).unwrap();
+        let _ = parser.request(&input[..5]);
+    }
+
+    // ---- incremental parsing ---------------------------------------------
+
+    #[test]
+    fn resumes_at_the_current_line_without_rescanning() {
+        let input = b"GET / HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\n\r\n";
+        let mut parser = RequestParser::default();
+        assert_eq!(parser.parse(&input[..25]), Ok(Status::Partial));
+        // The request-line is parsed and stays parsed; the Host line is
+        // scanned up to the end of the input, not from its start again.
+        assert_eq!(parser.phase, Phase::Fields);
+        assert_eq!(parser.line_start, 16);
+        assert_eq!(parser.scan, 25);
+        assert_eq!(parser.parse(&input[..40]), Ok(Status::Partial));
+        assert_eq!(parser.fields.len(), 1);
+        assert_eq!(parser.line_start, 35);
+        assert_eq!(parser.scan, 40);
+        assert_eq!(parser.parse(input), Ok(Status::Complete(input.len())));
+    }
+
+    #[test]
+    fn every_prefix_of_valid_requests_is_partial() {
+        // `accept` feeds every prefix with one parser and checks Partial.
+        accept(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        accept(b"\r\nPOST /x?y=z HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nConnection: close\r\n\r\n");
+        accept(b"PUT http://a/b HTTP/1.1\nHost: a\nTransfer-Encoding: chunked\n\n");
+        accept(b"GET / HTTP/1.0\r\n\r\n");
+        // A head rejected only at its end is Partial for every prefix.
+        let rejected = b"PUT / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+        let mut parser = RequestParser::default();
+        for end in 0..rejected.len() {
+            assert_eq!(parser.parse(&rejected[..end]), Ok(Status::Partial));
+        }
+        assert_eq!(
+            parser.parse(rejected),
+            Err(Error::UnsupportedTransferCoding)
+        );
+    }
+
+    #[test]
+    fn stops_at_the_head_boundary_of_pipelined_requests() {
+        let first = b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\n";
+        let second = b"GET /2 HTTP/1.1\r\nHost: a\r\n\r\n";
+        let mut wire = first.to_vec();
+        wire.extend_from_slice(second);
+        let mut parser = RequestParser::default();
+        assert_eq!(parser.parse(&wire), Ok(Status::Complete(first.len())));
+        assert_eq!(parser.request(&wire).target(), b"/1");
+        // After Complete, the next call starts a new request.
+        let rest = &wire[first.len()..];
+        assert_eq!(parser.parse(rest), Ok(Status::Complete(second.len())));
+        assert_eq!(parser.request(rest).target(), b"/2");
+        assert_eq!(parser.request(rest).fields().len(), 1);
+    }
+
+    #[test]
+    fn errors_are_sticky_until_reset() {
+        let mut parser = RequestParser::default();
+        assert_eq!(
+            parser.parse(b"GET / HTTP/1.1\r\n Host: a\r\n"),
+            Err(Error::WhitespaceAfterRequestLine)
+        );
+        let good = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(parser.parse(good), Err(Error::WhitespaceAfterRequestLine));
+        parser.reset();
+        assert_eq!(parser.parse(good), Ok(Status::Complete(good.len())));
+    }
+
+    #[test]
+    fn reset_discards_a_partial_request() {
+        let mut parser = RequestParser::default();
+        assert_eq!(
+            parser.parse(b"POST /a HTTP/1.1\r\nContent-Length: 5\r\n"),
+            Ok(Status::Partial)
+        );
+        parser.reset();
+        let good = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(parser.parse(good), Ok(Status::Complete(good.len())));
+        assert_eq!(
+            parser.request(good).body_length(),
+            BodyLength::ContentLength(0)
+        );
+        assert_eq!(parser.request(good).fields().len(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "buffer shrank")]
+    fn parse_panics_if_the_buffer_shrinks() {
+        let mut parser = RequestParser::default();
+        let _ = parser.parse(b"GET / HTTP/1.1\r\nHo");
+        let _ = parser.parse(b"GET");
+    }
+
+    #[test]
+    fn first_byte_errors_do_not_wait_for_the_line_end() {
+        // A TLS ClientHello starts with 0x16: rejected at once.
+        assert_eq!(
+            parse(b"\x16\x03\x01\x02\x00\x01"),
+            Err(Error::InvalidMethod)
+        );
+        let mut parser = RequestParser::default();
+        assert_eq!(
+            parser.parse(b"GET / HTTP/1.1\r\nHost: a\r\n"),
+            Ok(Status::Partial)
+        );
+        assert_eq!(
+            parser.parse(b"GET / HTTP/1.1\r\nHost: a\r\n x"),
+            Err(Error::ObsFold)
+        );
+    }
+
+    #[test]
+    fn other_errors_wait_for_the_line_end_whatever_the_split() {
+        // Found in the middle of a line: reported once the line is complete,
+        // so a whole buffer and a split one agree.
+        for input in [&b"GE(T / HTTP/1.1"[..], b"GET / HTTP/1.1\r\nHost: a\x01b"] {
+            assert_eq!(parse(input), Ok(Status::Partial));
+            let mut parser = RequestParser::default();
+            assert_eq!(parser.parse(&input[..3]), Ok(Status::Partial));
+            assert_eq!(parser.parse(input), Ok(Status::Partial));
+            let mut complete = input.to_vec();
+            complete.extend_from_slice(b"\r\n");
+            assert!(parser.parse(&complete).is_err());
+            assert_eq!(parse(&complete), parser.parse(&complete));
+        }
+    }
+
+    #[test]
+    fn is_name_folds_case_of_tokens_only() {
+        assert!(is_name(b"Content-Length", b"content-length"));
+        assert!(is_name(b"HOST", b"host"));
+        assert!(!is_name(b"hos", b"host"));
+        assert!(!is_name(b"hosts", b"host"));
+        // Every tchar that is not a letter or `-` stays distinct.
+        for b in 0..=255u8 {
+            if is_tchar(b) && !b.is_ascii_alphabetic() && b != b'-' {
+                assert!(
+                    !is_name(&[b], b"-")
+                        && !b"abcdefghijklmnopqrstuvwxyz"
+                            .iter()
+                            .any(|&l| is_name(&[b], &[l])),
+                    "{b:#04x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn version_bytes() {
+        assert_eq!(Version::Http11.as_bytes(), b"HTTP/1.1");
+        assert_eq!(Version::Http10.as_bytes(), b"HTTP/1.0");
+    }
+}
