@@ -23,7 +23,7 @@ pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
 /// end of file. No bytes are zeroed first.
 ///
 /// # Errors
-/// As [`read`].
+/// As [`read()`].
 #[inline]
 pub fn read_to_spare(fd: impl AsFd, buf: &mut Vec<u8>) -> io::Result<usize> {
     rustix::io::read(fd, rustix::buffer::spare_capacity(buf)).map_err(err)
@@ -44,7 +44,7 @@ pub fn write(fd: impl AsFd, buf: &[u8]) -> io::Result<usize> {
 /// which may end anywhere inside any buffer.
 ///
 /// # Errors
-/// As [`write`].
+/// As [`write()`].
 #[inline]
 pub fn writev(fd: impl AsFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
     rustix::io::writev(fd, bufs).map_err(err)
@@ -77,4 +77,13 @@ pub fn poll_fd(fd: impl AsFd, what: PollFor, timeout: Option<Duration>) -> io::R
     let ts = timeout.map(crate::timespec_ceil_ms);
     let n = rustix::event::poll(&mut fds, ts.as_ref()).map_err(err)?;
     Ok(n > 0)
+}
+
+/// Creates a pipe (`pipe2(O_CLOEXEC)`): returns the read end and the write end, both
+/// blocking. keel uses one to hear from a forked worker that it is ready.
+///
+/// # Errors
+/// `EMFILE`/`ENFILE`.
+pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(err)
 }

@@ -97,6 +97,15 @@ pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
     rnet::accept_with(listener, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC).map_err(err)
 }
 
+/// Whether `e` says the process or the system ran out of file descriptors (`EMFILE`,
+/// `ENFILE`): an accept that fails so leaves the connection queued, and retrying at once
+/// fails again.
+pub fn is_out_of_fds(e: &io::Error) -> bool {
+    let raw = e.raw_os_error();
+    raw == Some(rustix::io::Errno::MFILE.raw_os_error())
+        || raw == Some(rustix::io::Errno::NFILE.raw_os_error())
+}
+
 /// Starts a non-blocking connect (`connect(2)`). Returns `Ok(true)` when connected at
 /// once (common on loopback), `Ok(false)` when in progress (`EINPROGRESS`): wait for
 /// writability, then read the outcome with [`take_error`].
