@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every test of the keel workspace: formatting, clippy, docs, unit, integration,
+# doc and load-smoke tests. Installs the tools the tests use when they are missing
+# (with apt-get when run as root; otherwise it names the packages and stops).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# tool -> Debian/Ubuntu package
+declare -A packages=(
+  [wrk]=wrk
+  [python3]=python3
+  [openssl]=openssl
+)
+missing=()
+for tool in "${!packages[@]}"; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("${packages[$tool]}")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "missing tools; install the Debian/Ubuntu packages: ${missing[*]}" >&2
+    echo "  sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo is missing: install a Rust toolchain (rustup, stable >= 1.85)" >&2
+  exit 1
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "== cargo test"
+# The server's integration tests run the examples, so build them first as programs
+# (`cargo test --all-targets` would build them as test harnesses instead).
+cargo build --workspace --examples --quiet
+cargo test --workspace

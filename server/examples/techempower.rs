@@ -1,0 +1,82 @@
+//! The TechEmpower plaintext and JSON tests on keel.
+//!
+//! `GET /plaintext` answers `Hello, World!` as `text/plain`; `GET /json` answers
+//! `{"message":"Hello, World!"}` as `application/json`, serialized per request with
+//! serde_json; any other path gets 404. Every response carries `Server` and `Date`.
+//!
+//! ```text
+//! cargo run --release -p keel-server --example techempower -- --addr 0.0.0.0:8080 --workers 2
+//! ```
+//! It prints `listening on ADDR` once every worker accepts connections.
+
+use clap::Parser;
+use keel_server::{Config, Request, Response, Server, StatusCode};
+use serde::Serialize;
+
+#[derive(Parser)]
+#[command(about = "TechEmpower plaintext and JSON on keel")]
+struct Args {
+    /// Address to listen on, IPv4:PORT or [IPv6]:PORT; port 0 picks a free port.
+    #[arg(long, default_value = "0.0.0.0:8080", value_parser = parse_addr)]
+    addr: std::net::SocketAddr,
+    /// Worker processes [default: the number of CPUs].
+    #[arg(long)]
+    workers: Option<usize>,
+}
+
+fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    keel_net::parse_socket_addr(s).map_err(|e| e.to_string())
+}
+
+#[derive(Serialize)]
+struct Message {
+    message: &'static str,
+}
+
+fn handle(req: &Request<'_>, res: &mut Response) {
+    match (req.method(), req.path()) {
+        (b"GET" | b"HEAD", b"/plaintext") => {
+            res.header("Content-Type", "text/plain")
+                .body(b"Hello, World!");
+        }
+        (b"GET" | b"HEAD", b"/json") => {
+            res.header("Content-Type", "application/json");
+            let msg = Message {
+                message: "Hello, World!",
+            };
+            // Serializing a struct of one &str into a Vec cannot fail.
+            serde_json::to_writer(res.body_mut(), &msg).expect("serialize into a Vec");
+        }
+        _ => {
+            res.set_status(StatusCode::NOT_FOUND);
+        }
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let mut config = Config::new(args.addr);
+    if let Some(n) = args.workers {
+        config.workers = n;
+    }
+    let server = match Server::bind(config) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("techempower: {e}");
+            std::process::exit(1);
+        }
+    };
+    let addr = server.local_addr();
+    let result = server.run_with_ready(
+        || handle,
+        || {
+            use std::io::Write;
+            println!("listening on {addr}");
+            let _ = std::io::stdout().flush();
+        },
+    );
+    if let Err(e) = result {
+        eprintln!("techempower: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,126 @@
+//! keel-server: an HTTP/1.1 server with one epoll loop per process and prefork workers.
+//!
+//! What it does: a parent process binds the address, forks `workers` processes (default:
+//! one per CPU), and supervises them: it restarts a worker that dies and, on `SIGTERM` or
+//! `SIGINT`, stops them all and exits. Each worker opens its own `SO_REUSEPORT` listener
+//! on the same address, so the kernel spreads connections among them, and runs one
+//! single-threaded epoll loop: accept, read, parse every complete request
+//! ([`keel_http`], pipelining included), call the [`Handler`], and write all the
+//! responses of a connection with one `write` per loop turn. The parent never accepts a
+//! connection.
+//!
+//! What it does not do yet: request timeouts, routing, static files, streaming bodies
+//! and HTTPS (see the server issue). A handler must not block: one slow handler stalls
+//! every connection of its worker.
+//!
+//! ```no_run
+//! use keel_server::{Config, Request, Response, Server};
+//!
+//! fn main() -> Result<(), keel_server::Error> {
+//!     let config = Config::new("127.0.0.1:8080".parse().unwrap());
+//!     let server = Server::bind(config)?;
+//!     println!("listening on {}", server.local_addr());
+//!     server.run(|| {
+//!         |req: &Request<'_>, res: &mut Response| {
+//!             if req.path() == b"/" {
+//!                 res.header("Content-Type", "text/plain").body(b"Hello, World!");
+//!             } else {
+//!                 res.set_status(keel_http::StatusCode::NOT_FOUND);
+//!             }
+//!         }
+//!     })
+//! }
+//! ```
+#![doc(test(attr(deny(warnings))))]
+#![warn(missing_docs)]
+
+mod handler;
+mod prefork;
+mod worker;
+
+pub use handler::{Handler, Request, Response};
+pub use keel_http::{Limits, StatusCode};
+pub use prefork::Server;
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Server settings. [`Config::new`] gives the defaults for an address.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// The address every worker listens on; port 0 picks a free port (read it back with
+    /// [`Server::local_addr`]).
+    pub addr: SocketAddr,
+    /// Number of worker processes (default: the number of CPUs this process may use).
+    pub workers: usize,
+    /// Limits of the request head: request-line length (414), field section size and
+    /// field count (431).
+    pub limits: Limits,
+    /// Largest accepted request body in bytes (default 1 MiB); larger gets 413 and the
+    /// connection closes.
+    pub max_body_size: u64,
+    /// Connections one worker keeps open at once (default 100,000). A connection accepted
+    /// past it is closed at once.
+    pub max_connections: usize,
+    /// How long workers may take to finish in-flight requests after `SIGTERM`/`SIGINT`
+    /// (default 5 s); connections still open then are closed.
+    pub shutdown_timeout: Duration,
+}
+
+impl Config {
+    /// The defaults, listening on `addr`.
+    pub fn new(addr: SocketAddr) -> Config {
+        Config {
+            addr,
+            workers: keel_linux::process::cpu_count(),
+            limits: Limits::default(),
+            max_body_size: 1 << 20,
+            max_connections: 100_000,
+            shutdown_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Largest request head in bytes: the request-line limit plus the field section limit.
+    pub(crate) fn max_head_size(&self) -> usize {
+        self.limits.max_request_line_size + self.limits.max_field_section_size
+    }
+
+    /// Largest input a connection buffers: one whole request, head and body.
+    pub(crate) fn max_input_size(&self) -> usize {
+        let body = usize::try_from(self.max_body_size).unwrap_or(usize::MAX);
+        self.max_head_size().saturating_add(body).saturating_add(1)
+    }
+}
+
+/// Errors that stop the server from starting or running. Problems with one connection
+/// never surface here: the server answers them (400, 413, ...) or closes that connection.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Binding the listening address failed (`EADDRINUSE`, `EACCES`, ...).
+    #[error("bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// `workers` was 0.
+    #[error("the server needs at least one worker")]
+    NoWorkers,
+    /// A worker process failed to start: `fork` failed, or the worker could not set up
+    /// its listener or event loop (the message says which).
+    #[error("worker failed to start: {0}")]
+    WorkerStart(String),
+    /// A system call of the supervising parent failed.
+    #[error("{op}: {source}")]
+    Io {
+        /// The operation: `signal mask`, `signalfd`, `pipe`, `poll`, `waitpid`, `kill`.
+        op: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+}

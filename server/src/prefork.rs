@@ -1,0 +1,337 @@
+//! The supervising parent: binds, forks workers, restarts the ones that die, and stops
+//! them all on `SIGTERM`/`SIGINT`.
+
+use crate::worker::Worker;
+use crate::{Config, Error, Handler};
+use keel_linux::io::{self as lio, PollFor};
+use keel_linux::process::{self, Exit, Fork, Pid, Signal};
+use keel_linux::signal::{self, SignalFd, SignalSet};
+use keel_linux::socket::{self, ListenOptions};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+/// How long the parent waits for a new worker to report that it listens.
+const WORKER_START_TIMEOUT: Duration = Duration::from_secs(10);
+/// A worker that dies sooner than this after starting counts as failing to start, and
+/// its restarts back off: 100 ms, doubling up to [`MAX_BACKOFF`].
+const HEALTHY_AFTER: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A bound server, ready to [`run`](Server::run).
+///
+/// [`Server::bind`] reserves the address in the parent process (bound, never listening,
+/// so the parent receives no connection) and resolves port 0; each worker then binds the
+/// same address with `SO_REUSEPORT` and listens.
+#[derive(Debug)]
+pub struct Server {
+    config: Config,
+    /// Holds the port while workers come and go.
+    _reservation: OwnedFd,
+}
+
+struct Slot {
+    pid: Option<Pid>,
+    started: Instant,
+    restart_at: Option<Instant>,
+    quick_deaths: u32,
+}
+
+impl Server {
+    /// Reserves `config.addr` (with `SO_REUSEADDR` and `SO_REUSEPORT`) and resolves port 0.
+    ///
+    /// # Errors
+    /// [`Error::Bind`] when the address cannot be bound; [`Error::NoWorkers`] when
+    /// `config.workers` is 0.
+    pub fn bind(mut config: Config) -> Result<Server, Error> {
+        if config.workers == 0 {
+            return Err(Error::NoWorkers);
+        }
+        let bind_err = |source| Error::Bind {
+            addr: config.addr,
+            source,
+        };
+        let opts = ListenOptions {
+            reuse_port: true,
+            backlog: None,
+            ..ListenOptions::default()
+        };
+        let fd = socket::tcp_listener(config.addr, &opts).map_err(bind_err)?;
+        config.addr = socket::local_addr(&fd).map_err(bind_err)?;
+        Ok(Server {
+            config,
+            _reservation: fd,
+        })
+    }
+
+    /// The address the workers listen on, with the real port when bound to port 0.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.config.addr
+    }
+
+    /// Forks the workers, each calling `make_handler` once for its handler, waits until
+    /// every one listens, then supervises them until `SIGTERM` or `SIGINT`: a worker that
+    /// dies is restarted (with backoff when it dies within a second of starting). On the
+    /// signal, every worker gets `SIGTERM`, finishes its in-flight requests within
+    /// `shutdown_timeout`, and exits; workers still running a second after that get
+    /// `SIGKILL`. Returns once every worker is gone.
+    ///
+    /// Call it from a single-threaded process (`fork` refuses otherwise). It blocks
+    /// `SIGTERM`, `SIGINT` and `SIGCHLD` and ignores `SIGPIPE` for the whole process, and
+    /// raises `RLIMIT_NOFILE` to its hard limit.
+    ///
+    /// # Errors
+    /// [`Error::WorkerStart`] when a first worker cannot start (the others are stopped);
+    /// [`Error::Io`] when the parent's own signal handling fails.
+    pub fn run<F, H>(self, make_handler: F) -> Result<(), Error>
+    where
+        F: Fn() -> H,
+        H: Handler,
+    {
+        self.run_with_ready(make_handler, || {})
+    }
+
+    /// As [`Server::run`], calling `ready` once in the parent when every first worker
+    /// listens (say, to print the address for whoever waits on it).
+    ///
+    /// # Errors
+    /// As [`Server::run`].
+    pub fn run_with_ready<F, H, R>(self, make_handler: F, ready: R) -> Result<(), Error>
+    where
+        F: Fn() -> H,
+        H: Handler,
+        R: FnOnce(),
+    {
+        let io_err = |op| move |source| Error::Io { op, source };
+        signal::ignore_sigpipe().map_err(io_err("sigaction"))?;
+        let stop = SignalSet::empty().with(Signal::TERM).with(Signal::INT);
+        let all = stop.with(Signal::CHILD);
+        signal::block(&all).map_err(io_err("signal mask"))?;
+        let signals = SignalFd::new(&all).map_err(io_err("signalfd"))?;
+        // A failure to raise the limit leaves the old one; the server still runs.
+        let _ = keel_linux::rlimit::raise_nofile_limit();
+        let parent = process::pid();
+
+        let mut slots: Vec<Slot> = Vec::with_capacity(self.config.workers);
+        for _ in 0..self.config.workers {
+            match spawn(&self.config, &make_handler, &stop, parent) {
+                Ok(pid) => slots.push(Slot {
+                    pid: Some(pid),
+                    started: Instant::now(),
+                    restart_at: None,
+                    quick_deaths: 0,
+                }),
+                Err(e) => {
+                    stop_all(&mut slots, &signals, Duration::from_secs(1));
+                    return Err(e);
+                }
+            }
+        }
+
+        ready();
+        loop {
+            let now = Instant::now();
+            let timeout = slots
+                .iter()
+                .filter_map(|s| s.restart_at)
+                .min()
+                .map(|t| t.saturating_duration_since(now));
+            match lio::poll_fd(&signals, PollFor::Read, timeout) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(Error::Io {
+                        op: "poll",
+                        source: e,
+                    })
+                }
+            }
+            while let Some(sig) = signals.read().map_err(io_err("signalfd"))? {
+                if sig == Signal::TERM.as_raw() || sig == Signal::INT.as_raw() {
+                    let grace = self.config.shutdown_timeout + Duration::from_secs(1);
+                    stop_all(&mut slots, &signals, grace);
+                    return Ok(());
+                }
+            }
+            // SIGCHLD (or a spurious wake-up): collect every worker that ended.
+            while let Some((pid, how)) = reap()? {
+                let Some((n, slot)) = slots
+                    .iter_mut()
+                    .enumerate()
+                    .find(|(_, s)| s.pid == Some(pid))
+                else {
+                    continue;
+                };
+                slot.pid = None;
+                let now = Instant::now();
+                let backoff = if now.duration_since(slot.started) < HEALTHY_AFTER {
+                    slot.quick_deaths += 1;
+                    (Duration::from_millis(100) * 2u32.saturating_pow(slot.quick_deaths - 1))
+                        .min(MAX_BACKOFF)
+                } else {
+                    slot.quick_deaths = 0;
+                    Duration::ZERO
+                };
+                eprintln!(
+                    "keel: worker {n} (pid {}) {}; restarting in {} ms",
+                    pid.as_raw_nonzero(),
+                    describe(how),
+                    backoff.as_millis()
+                );
+                slot.restart_at = Some(now + backoff);
+            }
+            let now = Instant::now();
+            for (n, slot) in slots.iter_mut().enumerate() {
+                if slot.restart_at.is_some_and(|t| t <= now) {
+                    slot.restart_at = None;
+                    slot.started = now;
+                    match spawn(&self.config, &make_handler, &stop, parent) {
+                        Ok(pid) => slot.pid = Some(pid),
+                        Err(e) => {
+                            eprintln!("keel: worker {n} failed to restart: {e}");
+                            slot.quick_deaths += 1;
+                            slot.restart_at = Some(now + MAX_BACKOFF);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn describe(how: Exit) -> String {
+    match how {
+        Exit::Code(c) => format!("exited with status {c}"),
+        Exit::Signal(s) => format!("was killed by signal {s}"),
+    }
+}
+
+fn reap() -> Result<Option<(Pid, Exit)>, Error> {
+    match process::reap() {
+        Ok(r) => Ok(r),
+        // No children at all.
+        Err(e) if e.raw_os_error() == Some(10) => Ok(None),
+        Err(e) => Err(Error::Io {
+            op: "waitpid",
+            source: e,
+        }),
+    }
+}
+
+/// Sends `SIGTERM` to every worker, waits up to `grace` for them to exit, then sends
+/// `SIGKILL` to the rest and collects them.
+fn stop_all(slots: &mut [Slot], signals: &SignalFd, grace: Duration) {
+    for s in slots.iter() {
+        if let Some(pid) = s.pid {
+            let _ = process::kill(pid, Signal::TERM);
+        }
+    }
+    let deadline = Instant::now() + grace;
+    let mut killed = false;
+    while slots.iter().any(|s| s.pid.is_some()) {
+        while let Ok(Some((pid, _))) = process::reap() {
+            for s in slots.iter_mut().filter(|s| s.pid == Some(pid)) {
+                s.pid = None;
+            }
+        }
+        if slots.iter().all(|s| s.pid.is_none()) {
+            break;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            if killed {
+                break;
+            }
+            for s in slots.iter() {
+                if let Some(pid) = s.pid {
+                    let _ = process::kill(pid, Signal::KILL);
+                }
+            }
+            killed = true;
+            continue;
+        }
+        // Woken by SIGCHLD, or by the deadline; drain the signalfd so it does not stay
+        // readable.
+        let _ = lio::poll_fd(
+            signals,
+            PollFor::Read,
+            Some((deadline - now).min(Duration::from_millis(100))),
+        );
+        while let Ok(Some(_)) = signals.read() {}
+    }
+}
+
+/// Forks one worker and waits until it listens (or fails to).
+fn spawn<F, H>(
+    config: &Config,
+    make_handler: &F,
+    stop: &SignalSet,
+    parent: Pid,
+) -> Result<Pid, Error>
+where
+    F: Fn() -> H,
+    H: Handler,
+{
+    let (ready_r, ready_w) = lio::pipe().map_err(|source| Error::Io { op: "pipe", source })?;
+    match process::fork().map_err(|e| Error::WorkerStart(format!("fork: {e}")))? {
+        Fork::Child => {
+            drop(ready_r);
+            let code = match worker_main(config, make_handler, stop, parent, ready_w) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("keel: worker {}: {e}", process::pid().as_raw_nonzero());
+                    1
+                }
+            };
+            std::process::exit(code);
+        }
+        Fork::Parent(pid) => {
+            drop(ready_w);
+            // One byte means "listening"; end of file means the worker gave up (it said
+            // why on stderr) or died.
+            let ok = match lio::poll_fd(&ready_r, PollFor::Read, Some(WORKER_START_TIMEOUT)) {
+                Ok(true) => matches!(lio::read(&ready_r, &mut [0u8; 1]), Ok(1)),
+                _ => false,
+            };
+            if ok {
+                Ok(pid)
+            } else {
+                let _ = process::kill(pid, Signal::KILL);
+                Err(Error::WorkerStart(format!(
+                    "worker (pid {}) did not start listening on {}",
+                    pid.as_raw_nonzero(),
+                    config.addr
+                )))
+            }
+        }
+    }
+}
+
+fn worker_main<F, H>(
+    config: &Config,
+    make_handler: &F,
+    stop: &SignalSet,
+    parent: Pid,
+    ready: OwnedFd,
+) -> io::Result<()>
+where
+    F: Fn() -> H,
+    H: Handler,
+{
+    // Die with the parent, even when it is killed with SIGKILL; and if it already died
+    // before this line, stop now.
+    process::set_parent_death_signal(Signal::TERM)?;
+    if process::parent_pid() != Some(parent) {
+        return Ok(());
+    }
+    let opts = ListenOptions {
+        reuse_port: true,
+        ..ListenOptions::default()
+    };
+    let listener = socket::tcp_listener(config.addr, &opts)?;
+    let mut worker = Worker::new(*config, make_handler(), listener, stop)?;
+    lio::write(&ready, b"R")?;
+    drop(ready);
+    worker.run()
+}

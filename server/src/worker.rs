@@ -1,0 +1,619 @@
+//! One worker: one epoll loop over one `SO_REUSEPORT` listener and its connections.
+//!
+//! Each loop turn: `epoll_wait` → accept every queued connection → for each readable
+//! connection read once into its buffer, parse every complete request there
+//! (pipelining), call the handler, append each response to the connection's output →
+//! write once → watch for writability only when a write was short.
+
+use crate::handler::{write_simple, Handler, Request, Response};
+use crate::Config;
+use keel_http::{
+    BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits, HttpDate, RequestParser, Status,
+    StatusCode,
+};
+use keel_linux::epoll::{Epoll, Events, Interest};
+use keel_linux::io as lio;
+use keel_linux::process::Signal;
+use keel_linux::signal::{SignalFd, SignalSet};
+use keel_linux::socket::{self, Shutdown};
+use std::io;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const LISTENER: u64 = u64::MAX;
+const SIGNALS: u64 = u64::MAX - 1;
+/// Initial capacity of a connection's input buffer (bytes).
+const INITIAL_INPUT: usize = 4096;
+/// Stop reading from a connection while this many response bytes wait to be sent.
+const OUTPUT_HIGH_WATER: usize = 256 * 1024;
+/// How long a closing connection keeps reading (and discarding) before it is dropped, so
+/// that unread bytes do not turn the close into a reset that destroys the last response.
+const LINGER: Duration = Duration::from_secs(2);
+
+struct Conn {
+    fd: OwnedFd,
+    input: Vec<u8>,
+    /// Start of the first unprocessed request in `input`.
+    start: usize,
+    /// Bytes of `input[start..]` already searched for the end of the head without success.
+    head_scanned: usize,
+    output: Vec<u8>,
+    written: usize,
+    /// The interest registered with epoll now.
+    interest: Interest,
+    /// No more requests are read; close once the output is written.
+    closing: bool,
+    /// Sent `100 Continue` for the request at `start`.
+    sent_continue: bool,
+    /// After the last response: shut down writes, discard input until EOF or this time.
+    linger_deadline: Option<Instant>,
+}
+
+impl Conn {
+    fn new(fd: OwnedFd) -> Conn {
+        Conn {
+            fd,
+            input: Vec::with_capacity(INITIAL_INPUT),
+            start: 0,
+            head_scanned: 0,
+            output: Vec::new(),
+            written: 0,
+            interest: Interest::READABLE,
+            closing: false,
+            sent_continue: false,
+            linger_deadline: None,
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.start == self.input.len() && self.written == self.output.len()
+    }
+}
+
+/// The `Server` and `Date` field lines, rebuilt when the second changes.
+struct DatePrefix {
+    second: u64,
+    bytes: Vec<u8>,
+}
+
+impl DatePrefix {
+    fn new(now: SystemTime) -> DatePrefix {
+        let mut p = DatePrefix {
+            second: u64::MAX,
+            bytes: Vec::with_capacity(64),
+        };
+        p.refresh(now);
+        p
+    }
+
+    fn refresh(&mut self, now: SystemTime) {
+        let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        if second != self.second {
+            self.second = second;
+            self.bytes.clear();
+            self.bytes.extend_from_slice(b"Server: keel\r\nDate: ");
+            self.bytes
+                .extend_from_slice(HttpDate::from_system_time(now).as_bytes());
+            self.bytes.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+/// What processing buffered input decided.
+enum Next {
+    /// Wait for more input.
+    Read,
+    /// Output is over the high-water mark: stop reading until it drains.
+    Drain,
+}
+
+pub(crate) struct Worker<H> {
+    config: Config,
+    handler: H,
+    epoll: Epoll,
+    listener: Option<OwnedFd>,
+    signals: SignalFd,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    live: usize,
+    parser: RequestParser,
+    response: Response,
+    chunked_body: Vec<u8>,
+    date: DatePrefix,
+    shutdown_deadline: Option<Instant>,
+}
+
+impl<H: Handler> Worker<H> {
+    /// Sets up the loop: `listener` must be listening and non-blocking; the signals of
+    /// `stop_signals` must already be blocked.
+    pub(crate) fn new(
+        config: Config,
+        handler: H,
+        listener: OwnedFd,
+        stop_signals: &SignalSet,
+    ) -> io::Result<Self> {
+        let epoll = Epoll::new()?;
+        epoll.add(&listener, LISTENER, Interest::READABLE)?;
+        let signals = SignalFd::new(stop_signals)?;
+        epoll.add(&signals, SIGNALS, Interest::READABLE)?;
+        let parser = RequestParser::new(config.limits);
+        Ok(Worker {
+            config,
+            handler,
+            epoll,
+            listener: Some(listener),
+            signals,
+            conns: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            parser,
+            response: Response::new(),
+            chunked_body: Vec::new(),
+            date: DatePrefix::new(SystemTime::now()),
+            shutdown_deadline: None,
+        })
+    }
+
+    /// Runs until a stop signal arrives and every connection has finished (or the
+    /// shutdown deadline passed).
+    pub(crate) fn run(&mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let timeout = self.next_timeout();
+            match self.epoll.wait(&mut events, timeout) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            self.date.refresh(SystemTime::now());
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept_all(),
+                    SIGNALS => self.on_signal()?,
+                    t => {
+                        let i = t as usize;
+                        if ev.is_writable() {
+                            self.on_writable(i);
+                        }
+                        if ev.is_readable() {
+                            self.on_readable(i);
+                        }
+                    }
+                }
+            }
+            self.expire(Instant::now());
+            if self.shutdown_deadline.is_some() && self.live == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    fn next_timeout(&self) -> Option<Duration> {
+        // Wake at least once a second so the Date value stays fresh and lingering
+        // connections are dropped on time.
+        let mut t = Duration::from_secs(1);
+        if let Some(d) = self.shutdown_deadline {
+            t = t.min(d.saturating_duration_since(Instant::now()));
+        }
+        Some(t)
+    }
+
+    fn expire(&mut self, now: Instant) {
+        if let Some(d) = self.shutdown_deadline {
+            if now >= d {
+                for i in 0..self.conns.len() {
+                    if self.conns[i].is_some() {
+                        self.drop_conn(i);
+                    }
+                }
+                return;
+            }
+        }
+        // Lingering connections are few (only those closing); the scan is over the slab,
+        // once a second at most when nothing else happens.
+        // TODO(issue 4): a timer structure for head, idle, body and write timeouts.
+        for i in 0..self.conns.len() {
+            if let Some(c) = &self.conns[i] {
+                if c.linger_deadline.is_some_and(|d| now >= d) {
+                    self.drop_conn(i);
+                }
+            }
+        }
+    }
+
+    fn on_signal(&mut self) -> io::Result<()> {
+        while let Some(sig) = self.signals.read()? {
+            if sig == Signal::TERM.as_raw() || sig == Signal::INT.as_raw() {
+                self.begin_shutdown();
+            }
+        }
+        Ok(())
+    }
+
+    /// Graceful shutdown: stop accepting, close idle connections, let busy ones finish
+    /// the requests they hold (answered with `Connection: close`), until the deadline.
+    fn begin_shutdown(&mut self) {
+        if self.shutdown_deadline.is_some() {
+            return;
+        }
+        self.shutdown_deadline = Some(Instant::now() + self.config.shutdown_timeout);
+        if let Some(l) = self.listener.take() {
+            let _ = self.epoll.delete(&l);
+        }
+        for i in 0..self.conns.len() {
+            let Some(c) = self.conns[i].as_ref() else {
+                continue;
+            };
+            if c.is_idle() && c.linger_deadline.is_none() {
+                self.drop_conn(i);
+            }
+        }
+    }
+
+    fn accept_all(&mut self) {
+        let Some(listener) = &self.listener else {
+            return;
+        };
+        loop {
+            match socket::accept(listener) {
+                Ok(fd) => {
+                    if self.live >= self.config.max_connections {
+                        // Over the limit: refuse by closing at once.
+                        drop(fd);
+                        continue;
+                    }
+                    let _ = socket::set_nodelay(&fd, true);
+                    let i = match self.free.pop() {
+                        Some(i) => i,
+                        None => {
+                            self.conns.push(None);
+                            self.conns.len() - 1
+                        }
+                    };
+                    if self.epoll.add(&fd, i as u64, Interest::READABLE).is_err() {
+                        self.free.push(i);
+                        continue;
+                    }
+                    self.conns[i] = Some(Conn::new(fd));
+                    self.live += 1;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if socket::is_out_of_fds(&e) => {
+                    // Out of descriptors: the connection stays queued; level-triggered
+                    // epoll would wake us again at once, so stop for this turn.
+                    // TODO(issue 4): pause accepting with a timer instead of retrying each turn.
+                    return;
+                }
+                // ECONNABORTED and friends concern one connection only.
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn drop_conn(&mut self, i: usize) {
+        if let Some(c) = self.conns[i].take() {
+            let _ = self.epoll.delete(&c.fd);
+            drop(c);
+            self.free.push(i);
+            self.live -= 1;
+        }
+    }
+
+    fn on_readable(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        if c.linger_deadline.is_some() {
+            // Discard until EOF.
+            let mut scratch = [0u8; 4096];
+            loop {
+                match lio::read(&c.fd, &mut scratch) {
+                    Ok(0) => return self.drop_conn(i),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                    Err(_) => return self.drop_conn(i),
+                }
+            }
+        }
+        if c.closing || c.output.len() - c.written > OUTPUT_HIGH_WATER {
+            return;
+        }
+        let max_input = self.config.max_input_size();
+        let mut eof = false;
+        loop {
+            let c = self.conns[i].as_mut().expect("connection checked above");
+            if c.input.len() == c.input.capacity() {
+                if c.start > 0 {
+                    c.input.drain(..c.start);
+                    c.start = 0;
+                } else if c.input.capacity() < max_input {
+                    let grow = c.input.capacity().min(max_input - c.input.capacity());
+                    c.input.reserve_exact(grow);
+                } else {
+                    // The buffered request is at the size limit; process() reports it.
+                    break;
+                }
+            }
+            let spare = c.input.capacity() - c.input.len();
+            let n = match lio::read_to_spare(&c.fd, &mut c.input) {
+                Ok(0) => {
+                    eof = true;
+                    0
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return self.drop_conn(i),
+            };
+            match self.process(i) {
+                Next::Read if !eof && n == spare => continue,
+                _ => break,
+            }
+        }
+        let c = self.conns[i].as_mut().expect("connection checked above");
+        if eof {
+            // The client sent everything it will send; answer what is complete, then close.
+            c.closing = true;
+            if c.start == c.input.len() && c.output.len() == c.written {
+                return self.drop_conn(i);
+            }
+        }
+        self.flush(i);
+    }
+
+    fn on_writable(&mut self, i: usize) {
+        if self.conns[i].is_none() {
+            return;
+        }
+        self.flush(i);
+        // Requests left unprocessed while the output was over the high-water mark.
+        if let Some(c) = self.conns[i].as_ref() {
+            if !c.closing
+                && c.start < c.input.len()
+                && c.output.len() - c.written <= OUTPUT_HIGH_WATER
+            {
+                self.process(i);
+                self.flush(i);
+            }
+        }
+    }
+
+    /// Writes pending output once; arms or disarms EPOLLOUT; closes when done and closing.
+    fn flush(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        while c.written < c.output.len() {
+            match lio::write(&c.fd, &c.output[c.written..]) {
+                Ok(n) => c.written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return self.drop_conn(i),
+            }
+        }
+        let pending = c.output.len() - c.written;
+        if pending == 0 {
+            c.output.clear();
+            c.written = 0;
+            if c.closing {
+                return self.start_linger(i);
+            }
+        }
+        // Read while there is room for more output; while closing or over the
+        // high-water mark, watch only for writability so unread input cannot spin the loop.
+        let interest = if pending == 0 {
+            Interest::READABLE
+        } else if c.closing || pending > OUTPUT_HIGH_WATER {
+            Interest::WRITABLE
+        } else {
+            Interest::READABLE | Interest::WRITABLE
+        };
+        if interest != c.interest {
+            c.interest = interest;
+            if self.epoll.modify(&c.fd, i as u64, interest).is_err() {
+                self.drop_conn(i);
+            }
+        }
+    }
+
+    /// Half-closes after the last response and discards whatever the client still sends,
+    /// so the close does not become a reset (RFC 9112 §9.6).
+    fn start_linger(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        if socket::shutdown(&c.fd, Shutdown::Write).is_err() {
+            return self.drop_conn(i);
+        }
+        c.linger_deadline = Some(Instant::now() + LINGER);
+        c.input = Vec::new();
+        c.output = Vec::new();
+        c.start = 0;
+        if c.interest != Interest::READABLE {
+            c.interest = Interest::READABLE;
+            if self
+                .epoll
+                .modify(&c.fd, i as u64, Interest::READABLE)
+                .is_err()
+            {
+                return self.drop_conn(i);
+            }
+        }
+        // The client may already have closed its side.
+        self.on_readable(i);
+    }
+
+    /// Parses and answers every complete request buffered on connection `i`.
+    fn process(&mut self, i: usize) -> Next {
+        let Worker {
+            conns,
+            parser,
+            handler,
+            response,
+            chunked_body,
+            date,
+            config,
+            shutdown_deadline,
+            ..
+        } = self;
+        let c = conns[i]
+            .as_mut()
+            .expect("process is called on live connections");
+        loop {
+            if c.closing {
+                return Next::Read;
+            }
+            if c.output.len() - c.written > OUTPUT_HIGH_WATER {
+                return Next::Drain;
+            }
+            let buf = &c.input[c.start..];
+            if buf.is_empty() {
+                c.input.clear();
+                c.start = 0;
+                c.head_scanned = 0;
+                return Next::Read;
+            }
+            // Skip parsing when no new byte can have ended the head: the parse of a
+            // slowly arriving head stays O(bytes received), not O(bytes²).
+            if c.head_scanned > 0 && !may_end_head(buf, c.head_scanned) {
+                if buf.len() > config.max_head_size() {
+                    let e = if memchr::memchr(b'\n', buf).is_none() {
+                        StatusCode::URI_TOO_LONG
+                    } else {
+                        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+                    };
+                    return fail(c, &date.bytes, e);
+                }
+                return Next::Read;
+            }
+            parser.reset();
+            let head_len = match parser.parse(buf) {
+                Ok(Status::Complete(n)) => n,
+                Ok(Status::Partial) => {
+                    c.head_scanned = buf.len();
+                    return Next::Read;
+                }
+                Err(e) => return fail(c, &date.bytes, e.status_hint()),
+            };
+            c.head_scanned = 0;
+            let req = parser.request(buf);
+            let (content, consumed): (&[u8], usize) = match req.body_length() {
+                BodyLength::ContentLength(n) => {
+                    if n > config.max_body_size {
+                        return fail(c, &date.bytes, StatusCode::CONTENT_TOO_LARGE);
+                    }
+                    let end = head_len + n as usize;
+                    if buf.len() < end {
+                        if req.expects_continue() && !c.sent_continue {
+                            c.sent_continue = true;
+                            c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                        }
+                        // Make room for the whole body so reads fill it directly.
+                        let need = c.start + end;
+                        if c.input.capacity() < need {
+                            c.input.reserve_exact(need - c.input.len());
+                        }
+                        // The head parse is redone when the body is complete.
+                        c.head_scanned = 0;
+                        return Next::Read;
+                    }
+                    (&buf[head_len..end], end)
+                }
+                BodyLength::Chunked => {
+                    chunked_body.clear();
+                    let limits = ChunkedLimits {
+                        max_body_size: config.max_body_size,
+                        ..ChunkedLimits::default()
+                    };
+                    // TODO(issue 4): keep the decoder's state across reads instead of
+                    // decoding a slowly arriving chunked body again from its start.
+                    match decode_chunked(&buf[head_len..], limits, chunked_body) {
+                        Ok(Some(used)) => (&chunked_body[..], head_len + used),
+                        Ok(None) => {
+                            if req.expects_continue() && !c.sent_continue {
+                                c.sent_continue = true;
+                                c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                            }
+                            return Next::Read;
+                        }
+                        Err(e) => return fail(c, &date.bytes, e.status_hint()),
+                    }
+                }
+                _ => return fail(c, &date.bytes, StatusCode::BAD_REQUEST),
+            };
+            let keep_alive = req.keep_alive() && shutdown_deadline.is_none();
+            let head_only = req.method() == b"HEAD";
+            let http10 = req.version() == keel_http::Version::Http10;
+            response.reset();
+            handler.handle(&Request::new(req, content), response);
+            let close = !keep_alive || response.wants_close();
+            response.write_to(
+                &mut c.output,
+                &date.bytes,
+                head_only,
+                close,
+                http10 && !close,
+            );
+            c.start += consumed;
+            c.sent_continue = false;
+            if close {
+                c.closing = true;
+                return Next::Read;
+            }
+        }
+    }
+}
+
+/// Whether `buf` may hold the end of a head (an empty line) in bytes not yet searched:
+/// looks for LF in `buf[scanned - 3..]` followed by CRLF or LF.
+fn may_end_head(buf: &[u8], scanned: usize) -> bool {
+    let from = scanned.saturating_sub(3);
+    memchr::memchr_iter(b'\n', &buf[from..]).any(|p| {
+        let rest = &buf[from + p + 1..];
+        rest.first() == Some(&b'\n') || rest.starts_with(b"\r\n") || rest.len() < 2
+    })
+}
+
+/// Decodes a whole chunked body from `input` into `out`; `Ok(Some(consumed))` when the
+/// last chunk and trailer section are complete, `Ok(None)` when more input is needed.
+fn decode_chunked(
+    input: &[u8],
+    limits: ChunkedLimits,
+    out: &mut Vec<u8>,
+) -> Result<Option<usize>, keel_http::Error> {
+    let mut dec = ChunkedDecoder::new(limits);
+    let mut pos = 0;
+    loop {
+        let d = dec.decode(&input[pos..])?;
+        match d.event {
+            ChunkEvent::Data(r) => out.extend_from_slice(&input[pos + r.start..pos + r.end]),
+            ChunkEvent::NeedMore => return Ok(None),
+            ChunkEvent::End => return Ok(Some(pos + d.consumed)),
+        }
+        pos += d.consumed;
+    }
+}
+
+/// Answers a request the server cannot serve with `status` and closes the connection.
+fn fail(c: &mut Conn, prefix: &[u8], status: StatusCode) -> Next {
+    write_simple(&mut c.output, prefix, status, true);
+    c.closing = true;
+    c.start = c.input.len();
+    Next::Read
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_end_head;
+
+    #[test]
+    fn end_of_head_detection_spans_reads() {
+        assert!(!may_end_head(b"GET / HTTP/1.1\r\nHost: a\r", 0));
+        assert!(may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 20));
+        assert!(may_end_head(b"GET / HTTP/1.1\nHost: a\n\n", 20));
+        // A LF at the very end may be followed by the rest of the empty line later.
+        assert!(may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\n", 10));
+    }
+}
