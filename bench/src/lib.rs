@@ -1,4 +1,20 @@
 //! keel-bench: the TechEmpower-style benchmark harness.
 //!
-//! **Not implemented yet.** This crate is an empty placeholder in the workspace so the
-//! layering of `DESIGN.md` is visible from the start; it exports nothing and does nothing.
+//! It builds keel's `techempower` example and its peers (hyper, may_minihttp, nginx and
+//! a minimal `floor` server that parses nothing), checks that every one answers as
+//! TechEmpower requires, and then measures them in interleaved rounds with wrk on
+//! loopback: requests/s, latency, server CPU per request, system calls per request,
+//! peak memory, and, under valgrind's callgrind, user-space instructions per request.
+//! See `bench/README.md` for how to run it and read it; the `keel-bench` binary is the
+//! entry point.
+//!
+//! The modules are the harness's parts: [`servers`] (build, start, stop), [`client`]
+//! (response checks and an exact-count request driver), [`wrk`] (load runs),
+//! [`procfs`] (CPU and memory of the server processes) and [`report`] (summaries).
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod procfs;
+pub mod report;
+pub mod servers;
+pub mod wrk;

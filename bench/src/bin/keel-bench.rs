@@ -1,0 +1,410 @@
+//! keel-bench: keel against its peers, TechEmpower plaintext and JSON, on loopback.
+//!
+//! `cargo run --release -p keel-bench -- --quick` for a first look; without `--quick`
+//! for the full run. See bench/README.md.
+
+use clap::Parser;
+use keel_bench::client::{self, ACCEPT_JSON, ACCEPT_PLAINTEXT};
+use keel_bench::report::{self, InstructionsRow, Output, Rounds};
+use keel_bench::servers::{self, Running, Wrapper};
+use keel_bench::{procfs, wrk};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(about = "TechEmpower-style benchmark: keel against hyper, may_minihttp, nginx and a floor server")]
+struct Args {
+    /// Short runs (2 rounds of 2 s, small instruction runs) for a first look or CI.
+    #[arg(long)]
+    quick: bool,
+    /// Servers to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "keel,hyper,may_minihttp,nginx,floor")]
+    servers: Vec<String>,
+    /// Scenarios, comma-separated: plaintext, plaintext-pipelined, json.
+    #[arg(long, value_delimiter = ',', default_value = "plaintext,plaintext-pipelined,json")]
+    scenarios: Vec<String>,
+    /// Interleaved rounds [default: 5, quick 2].
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Seconds per wrk run [default: 10, quick 2].
+    #[arg(long)]
+    duration: Option<u64>,
+    /// wrk connections.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Results folder [default: bench/results/<UTC time>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Also write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Skip the callgrind instruction counts.
+    #[arg(long)]
+    no_instructions: bool,
+    /// Only the callgrind instruction counts (no wrk runs).
+    #[arg(long)]
+    instructions_only: bool,
+    /// Do not build anything (use what is in target/).
+    #[arg(long)]
+    no_build: bool,
+}
+
+struct Scenario {
+    name: &'static str,
+    path: &'static str,
+    accept: &'static str,
+    pipelined: bool,
+}
+
+const SCENARIOS: [Scenario; 3] = [
+    Scenario { name: "plaintext", path: "/plaintext", accept: ACCEPT_PLAINTEXT, pipelined: false },
+    Scenario { name: "plaintext-pipelined", path: "/plaintext", accept: ACCEPT_PLAINTEXT, pipelined: true },
+    Scenario { name: "json", path: "/json", accept: ACCEPT_JSON, pipelined: false },
+];
+
+fn progress(msg: &str) {
+    eprintln!("[keel-bench] {msg}");
+}
+
+fn repo_root() -> PathBuf {
+    // bench/ is one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+fn cmd_version(cmd: &str, args: &[&str]) -> String {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .map(|o| {
+            let t = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+            t.lines().next().unwrap_or("").trim().to_string()
+        })
+        .unwrap_or_else(|_| "not found".into())
+}
+
+fn main() {
+    let args = Args::parse();
+    let root = repo_root();
+    let rounds = args.rounds.unwrap_or(if args.quick { 2 } else { 5 });
+    let duration = Duration::from_secs(args.duration.unwrap_or(if args.quick { 2 } else { 10 }));
+    let cpus = keel_linux::process::cpu_count();
+    let (server_cpus, wrk_cpus) = if cpus >= 2 { ("0".to_string(), "1".to_string()) } else { ("0".into(), "0".into()) };
+    let stamp = httpdate::fmt_http_date(std::time::SystemTime::now());
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        root.join("bench/results").join(format!("run-{secs}"))
+    });
+    std::fs::create_dir_all(&out_dir).expect("create results folder");
+    let scratch = std::env::temp_dir().join(format!("keel-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("scratch folder");
+    let scenarios: Vec<&Scenario> = SCENARIOS.iter().filter(|s| args.scenarios.iter().any(|n| n == s.name)).collect();
+
+    // 1. Build and check every server.
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    let mut ok: Vec<String> = Vec::new();
+    for name in &args.servers {
+        if !servers::ALL.contains(&name.as_str()) {
+            eprintln!("unknown server {name}; known: {}", servers::ALL.join(", "));
+            std::process::exit(2);
+        }
+        if !args.no_build {
+            progress(&format!("building {name}"));
+            if let Err(e) = servers::build(name, &root) {
+                progress(&format!("skipping {name}: {e}"));
+                skipped.push((name.clone(), e));
+                continue;
+            }
+        }
+        let paths: Vec<&str> = if servers::serves_json(name) { vec!["/plaintext", "/json"] } else { vec!["/plaintext"] };
+        let checked = Running::start(name, &root, &scratch, &Wrapper::Pinned(server_cpus.clone()))
+            .and_then(|mut r| {
+                let v = client::verify(r.addr, &paths);
+                r.stop();
+                v
+            });
+        match checked {
+            Ok(()) => {
+                progress(&format!("{name}: responses check out"));
+                ok.push(name.clone());
+            }
+            Err(e) => {
+                progress(&format!("skipping {name}: {e}"));
+                skipped.push((name.clone(), format!("response check failed: {e}")));
+            }
+        }
+    }
+
+    // 2. Load rounds, interleaved: for each round, each scenario, each server.
+    let mut results: BTreeMap<(String, String), Rounds> = BTreeMap::new();
+    if !args.instructions_only {
+        let mut running: Vec<Running> = Vec::new();
+        for name in &ok {
+            match Running::start(name, &root, &scratch, &Wrapper::Pinned(server_cpus.clone())) {
+                Ok(r) => running.push(r),
+                Err(e) => skipped.push((name.clone(), e)),
+            }
+        }
+        let total = rounds * scenarios.len() * running.len();
+        let mut done = 0;
+        for round in 0..=rounds {
+            // Round 0 is the warm-up (1 s each), not recorded.
+            let d = if round == 0 { Duration::from_secs(1) } else { duration };
+            for sc in &scenarios {
+                for r in running.iter() {
+                    if sc.name == "json" && !servers::serves_json(&r.name) {
+                        continue;
+                    }
+                    let pids = r.pids();
+                    let cpu0 = procfs::cpu_ns(&pids);
+                    let mut peak = 0u64;
+                    let mut tick = || peak = peak.max(procfs::pss_kib(&pids));
+                    let run = wrk::WrkRun {
+                        addr: r.addr,
+                        path: sc.path,
+                        accept: sc.accept,
+                        connections: args.connections,
+                        duration: d,
+                        pipelined: sc.pipelined,
+                        cpus: &wrk_cpus,
+                        scratch: &scratch,
+                    };
+                    let res = wrk::run(&run, &mut tick);
+                    let cpu = procfs::cpu_ns(&pids) - cpu0;
+                    if round == 0 {
+                        continue;
+                    }
+                    done += 1;
+                    match res {
+                        Ok(w) => {
+                            let e = results.entry((sc.name.to_string(), r.name.clone())).or_default();
+                            let cpu_us = cpu as f64 / 1e3 / w.requests.max(1) as f64;
+                            e.rps.push(w.rps);
+                            e.p50_us.push(w.p50_us);
+                            e.p99_us.push(w.p99_us);
+                            e.cpu_us_per_req.push(cpu_us);
+                            e.wrk_cpu_pct.push(w.wrk_cpu_pct);
+                            e.peak_mem_kib = e.peak_mem_kib.max(peak);
+                            progress(&format!(
+                                "[{done}/{total}] round {round} {} {}: {:.0} req/s, p99 {:.0} µs, {:.3} µs CPU/req, wrk {:.0}% CPU, {} KiB",
+                                sc.name, r.name, w.rps, w.p99_us, cpu_us, w.wrk_cpu_pct, peak
+                            ));
+                        }
+                        Err(e) => progress(&format!("[{done}/{total}] round {round} {} {}: FAILED {e}", sc.name, r.name)),
+                    }
+                }
+            }
+        }
+        // 3. System calls per request: one extra run each, with perf counting the
+        //    raw_syscalls:sys_enter tracepoint for the server's processes.
+        let perf_ok = Command::new("perf")
+            .args(["stat", "-e", "raw_syscalls:sys_enter", "true"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !perf_ok {
+            progress("perf's raw_syscalls tracepoint is not available: no syscall counts");
+        }
+        for sc in scenarios.iter().filter(|_| perf_ok) {
+            for r in running.iter() {
+                let Some(e) = results.get_mut(&(sc.name.to_string(), r.name.clone())) else { continue };
+                let pids: Vec<String> = r.pids().iter().map(|p| p.to_string()).collect();
+                let secs = duration.as_secs().clamp(2, 5);
+                // perf counts from before wrk starts until it is interrupted right after
+                // wrk ends; the idle server makes next to no calls outside the run.
+                let perf = Command::new("perf")
+                    .args(["stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", &pids.join(",")])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn();
+                std::thread::sleep(Duration::from_millis(200));
+                let run = wrk::WrkRun {
+                    addr: r.addr,
+                    path: sc.path,
+                    accept: sc.accept,
+                    connections: args.connections,
+                    duration: Duration::from_secs(secs),
+                    pipelined: sc.pipelined,
+                    cpus: &wrk_cpus,
+                    scratch: &scratch,
+                };
+                let w = wrk::run(&run, &mut || {});
+                let Ok(p) = perf else { continue };
+                if let Some(pid) = keel_linux::process::Pid::from_raw(p.id() as i32) {
+                    let _ = keel_linux::process::kill(pid, keel_linux::process::Signal::INT);
+                }
+                let o = p.wait_with_output().ok();
+                let count: Option<f64> = o.and_then(|o| {
+                    String::from_utf8_lossy(&o.stderr).lines().find_map(|l| l.split(',').next()?.trim().parse().ok())
+                });
+                if let (Some(c), Ok(w)) = (count, w) {
+                    let per_req = c / w.requests.max(1) as f64;
+                    e.syscalls_per_req = Some(per_req);
+                    progress(&format!("{} {}: {:.2} syscalls/request", sc.name, r.name, per_req));
+                }
+            }
+        }
+        for mut r in running {
+            r.stop();
+        }
+    }
+
+    // 4. Instructions per request under callgrind.
+    let mut instr: Vec<InstructionsRow> = Vec::new();
+    if !args.no_instructions {
+        let has_valgrind = Command::new("valgrind").arg("--version").output().is_ok();
+        if !has_valgrind {
+            progress("valgrind is not installed (Debian package `valgrind`): no instruction counts");
+        }
+        let scale = if args.quick { 1 } else { 4 };
+        // (scenario, connections, rounds per connection, requests per write)
+        let patterns = [
+            ("plaintext-1conn", 1, 2500 * scale, 1),
+            ("plaintext", 16, 250 * scale, 1),
+            ("plaintext-pipelined", 16, 25 * scale, 16),
+        ];
+        for name in ok.iter().filter(|_| has_valgrind) {
+            let cg_dir = scratch.join(format!("callgrind-{name}"));
+            let measure = |conns: usize, n: usize, depth: usize| -> Result<(f64, u64), String> {
+                let _ = std::fs::remove_dir_all(&cg_dir);
+                std::fs::create_dir_all(&cg_dir).map_err(|e| e.to_string())?;
+                let mut r = Running::start(name, &root, &scratch, &Wrapper::Callgrind(cg_dir.clone()))?;
+                let reqs = if n == 0 { 0 } else { client::drive(r.addr, "/plaintext", conns, n, depth)? };
+                r.stop();
+                Ok((callgrind_total(&cg_dir)?, reqs))
+            };
+            let base = match measure(1, 0, 1) {
+                Ok((b, _)) => b,
+                Err(e) => {
+                    progress(&format!("callgrind {name}: {e}"));
+                    continue;
+                }
+            };
+            for (scenario, conns, n, depth) in patterns {
+                match measure(conns, n, depth) {
+                    Ok((total, reqs)) => {
+                        let per = (total - base) / reqs as f64;
+                        progress(&format!("callgrind {scenario} {name}: {per:.0} instructions/request ({reqs} requests)"));
+                        instr.push(InstructionsRow { scenario: scenario.into(), server: name.clone(), instructions: per });
+                    }
+                    Err(e) => progress(&format!("callgrind {scenario} {name}: {e}")),
+                }
+            }
+        }
+    }
+
+    // 5. Report.
+    let rows: Vec<report::ScenarioRow> = scenarios
+        .iter()
+        .flat_map(|sc| ok.iter().filter_map(|s| results.get(&(sc.name.to_string(), s.clone())).map(|r| report::row(sc.name, s, r))))
+        .collect();
+    let mut md = String::new();
+    md += "# keel-bench results\n\n";
+    md += &format!("Run {stamp}; {rounds} interleaved rounds of {} s per server and scenario (after a 1 s warm-up), {} wrk connections, 1 server worker pinned to CPU {server_cpus}, wrk (1 thread) pinned to CPU {wrk_cpus}.\n\n", duration.as_secs(), args.connections);
+    md += &format!("Command: `{}`\n\n", std::env::args().collect::<Vec<_>>().join(" "));
+    md += &format!(
+        "Machine: {} CPUs, {}; kernel {}. Tools: {}; {}; {}.\n\n",
+        cpus,
+        cmd_version("sh", &["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]),
+        cmd_version("uname", &["-r"]),
+        cmd_version("wrk", &["-v"]),
+        cmd_version("valgrind", &["--version"]),
+        cmd_version("nginx", &["-v"]),
+    );
+    md += "Peers: see bench/peers/README.md for versions and settings.\n\n";
+    for sc in &scenarios {
+        let these: Vec<&report::ScenarioRow> = rows.iter().filter(|r| r.scenario == sc.name).collect();
+        if these.is_empty() {
+            continue;
+        }
+        let keel = these.iter().find(|r| r.server == "keel");
+        md += &format!("## {}\n\n![{}]({}.svg)\n\n", sc.name, sc.name, sc.name);
+        md += "| server | req/s median (min–max) | p50 µs | p99 µs | server CPU µs/req | syscalls/req | wrk CPU % | peak PSS KiB | keel CPU/req ÷ this |\n|---|---|---|---|---|---|---|---|---|\n";
+        for r in &these {
+            let flag = if r.wrk_cpu_pct > 90.0 { " ⚠" } else { "" };
+            let ratio = keel.map_or("–".into(), |k| format!("{:.2}", k.cpu_us_per_req / r.cpu_us_per_req));
+            md += &format!(
+                "| {} | {:.0} ({:.0}–{:.0}) | {} | {} | {:.3} | {} | {:.0}{} | {} | {} |\n",
+                r.server,
+                r.rps,
+                r.rps_min,
+                r.rps_max,
+                us(r.p50_us),
+                us(r.p99_us),
+                r.cpu_us_per_req,
+                r.syscalls_per_req.map_or("–".into(), |v| format!("{v:.2}")),
+                r.wrk_cpu_pct,
+                flag,
+                r.peak_mem_kib,
+                ratio
+            );
+        }
+        md += "\n";
+        std::fs::write(out_dir.join(format!("{}.svg", sc.name)), report::svg(sc.name, &these)).expect("write svg");
+    }
+    md += "⚠: wrk used more than 90% of its CPU, so requests/s there measures the load generator, not the server. On this 2-CPU machine steer by server CPU per request and instructions per request.\n\n";
+    if !instr.is_empty() {
+        md += "## Instructions per request (callgrind, user space, zero-request baseline subtracted)\n\n| pattern | ";
+        let names: Vec<&String> = ok.iter().collect();
+        md += &names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" | ");
+        md += " |\n|---|";
+        md += &"---|".repeat(names.len());
+        md += "\n";
+        for p in ["plaintext-1conn", "plaintext", "plaintext-pipelined"] {
+            md += &format!("| {p} |");
+            for s in &names {
+                let v = instr.iter().find(|r| r.scenario == p && &r.server == *s);
+                md += &v.map_or(" – |".into(), |r| format!(" {:.0} |", r.instructions));
+            }
+            md += "\n";
+        }
+        md += "\nplaintext-1conn: 1 connection, keep-alive; plaintext: 16 connections, keep-alive; plaintext-pipelined: 16 connections, 16 requests per write.\n\n";
+    }
+    if !skipped.is_empty() {
+        md += "## Skipped\n\n";
+        for (s, why) in &skipped {
+            md += &format!("- {s}: {why}\n");
+        }
+    }
+    std::fs::write(out_dir.join("report.md"), &md).expect("write report");
+    let output = Output { scenarios: rows, instructions_per_request: instr, skipped };
+    let json = serde_json::to_string_pretty(&output).expect("serialize");
+    std::fs::write(out_dir.join("results.json"), &json).expect("write json");
+    if let Some(p) = &args.json {
+        std::fs::write(p, &json).expect("write --json");
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!("{md}");
+    let _ = std::io::stdout().flush();
+    progress(&format!("results in {}", out_dir.display()));
+}
+
+/// A latency in µs, or "–" when wrk could not tell.
+fn us(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.0}")
+    } else {
+        "–".into()
+    }
+}
+
+/// Sums the instruction totals of every callgrind output file in `dir` (one per process).
+fn callgrind_total(dir: &Path) -> Result<f64, String> {
+    let mut total = 0.0;
+    let mut files = 0;
+    for e in std::fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
+        let text = std::fs::read_to_string(e.path()).map_err(|e| e.to_string())?;
+        let v = text
+            .lines()
+            .find_map(|l| l.strip_prefix("summary:").or_else(|| l.strip_prefix("totals:")))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .ok_or_else(|| format!("no totals in {}", e.path().display()))?;
+        total += v;
+        files += 1;
+    }
+    if files == 0 {
+        return Err(format!("no callgrind output in {}", dir.display()));
+    }
+    Ok(total)
+}

@@ -1,0 +1,164 @@
+//! Summaries of the rounds: medians, ranges, ratios; Markdown, SVG and JSON output.
+
+use serde::Serialize;
+
+/// Median of `v` (mean of the middle two for an even count); NaN when empty.
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len() / 2;
+    if s.len() % 2 == 1 {
+        s[m]
+    } else {
+        (s[m - 1] + s[m]) / 2.0
+    }
+}
+
+/// Minimum and maximum of `v`.
+pub fn range(v: &[f64]) -> (f64, f64) {
+    v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+}
+
+/// Every round of one server in one scenario.
+#[derive(Debug, Default, Clone)]
+pub struct Rounds {
+    /// Requests per second, one per round.
+    pub rps: Vec<f64>,
+    /// Median latency, µs.
+    pub p50_us: Vec<f64>,
+    /// 99th percentile latency, µs.
+    pub p99_us: Vec<f64>,
+    /// Server CPU per request, µs.
+    pub cpu_us_per_req: Vec<f64>,
+    /// wrk's CPU use, percent of one CPU.
+    pub wrk_cpu_pct: Vec<f64>,
+    /// Peak PSS of the server's processes, KiB.
+    pub peak_mem_kib: u64,
+    /// System calls per request (one perf run), if measured.
+    pub syscalls_per_req: Option<f64>,
+}
+
+/// One row of the JSON output's `scenarios`.
+#[derive(Debug, Serialize)]
+pub struct ScenarioRow {
+    /// `plaintext`, `plaintext-pipelined` or `json`.
+    pub scenario: String,
+    /// `keel`, `hyper`, `may_minihttp`, `nginx` or `floor`.
+    pub server: String,
+    /// Median requests per second.
+    pub rps: f64,
+    /// Lowest round.
+    pub rps_min: f64,
+    /// Highest round.
+    pub rps_max: f64,
+    /// Median of the rounds' median latency, µs.
+    pub p50_us: f64,
+    /// Median of the rounds' p99 latency, µs.
+    pub p99_us: f64,
+    /// Median server CPU per request, µs (user + system of all server processes).
+    pub cpu_us_per_req: f64,
+    /// System calls per request, when perf's tracepoints work.
+    pub syscalls_per_req: Option<f64>,
+    /// Median CPU use of wrk, percent of one CPU (above 90: the load generator limits).
+    pub wrk_cpu_pct: f64,
+    /// Peak PSS of the server processes, KiB.
+    pub peak_mem_kib: u64,
+}
+
+/// One row of the JSON output's `instructions_per_request`.
+#[derive(Debug, Serialize, Clone)]
+pub struct InstructionsRow {
+    /// `plaintext-1conn`, `plaintext` (16 connections) or `plaintext-pipelined` (16 × 16).
+    pub scenario: String,
+    /// Server name.
+    pub server: String,
+    /// User-space instructions per request (callgrind, baseline subtracted).
+    pub instructions: f64,
+}
+
+/// The whole JSON document.
+#[derive(Debug, Serialize)]
+pub struct Output {
+    /// Load runs.
+    pub scenarios: Vec<ScenarioRow>,
+    /// Instruction counts.
+    pub instructions_per_request: Vec<InstructionsRow>,
+    /// Servers that could not be measured, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Summarizes rounds into a row.
+pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
+    let (lo, hi) = range(&r.rps);
+    ScenarioRow {
+        scenario: scenario.into(),
+        server: server.into(),
+        rps: median(&r.rps),
+        rps_min: lo,
+        rps_max: hi,
+        p50_us: median(&r.p50_us),
+        p99_us: median(&r.p99_us),
+        cpu_us_per_req: median(&r.cpu_us_per_req),
+        syscalls_per_req: r.syscalls_per_req,
+        wrk_cpu_pct: median(&r.wrk_cpu_pct),
+        peak_mem_kib: r.peak_mem_kib,
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A horizontal bar chart of one scenario: requests/s (with min–max whiskers) and server
+/// CPU per request, one bar per server.
+pub fn svg(scenario: &str, rows: &[&ScenarioRow]) -> String {
+    let bar_h = 22.0;
+    let left = 120.0;
+    let width = 360.0;
+    let panel_h = rows.len() as f64 * (bar_h + 8.0) + 40.0;
+    let total_w = left + width + 80.0;
+    let total_h = panel_h * 2.0 + 30.0;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{tw}\" height=\"{th}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{title}</text>\n",
+        tw = total_w,
+        th = total_h,
+        title = esc(scenario)
+    );
+    let panels: [(&str, Box<dyn Fn(&ScenarioRow) -> (f64, f64, f64)>); 2] = [
+        ("requests/s (median, min–max)", Box::new(|r: &ScenarioRow| (r.rps, r.rps_min, r.rps_max))),
+        ("server CPU µs per request (median)", Box::new(|r: &ScenarioRow| (r.cpu_us_per_req, r.cpu_us_per_req, r.cpu_us_per_req))),
+    ];
+    for (p, (label, f)) in panels.iter().enumerate() {
+        let y0 = 30.0 + p as f64 * panel_h;
+        s += &format!("<text x=\"10\" y=\"{}\">{}</text>\n", y0 + 14.0, esc(label));
+        let max = rows.iter().map(|r| f(r).2).filter(|v| v.is_finite()).fold(0.0, f64::max).max(1e-9);
+        for (i, r) in rows.iter().enumerate() {
+            let (v, lo, hi) = f(r);
+            let y = y0 + 24.0 + i as f64 * (bar_h + 8.0);
+            let w = if v.is_finite() { v / max * width } else { 0.0 };
+            let color = if r.server == "keel" { "#d9480f" } else { "#4c6ef5" };
+            s += &format!(
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"{left}\" y=\"{y}\" width=\"{w:.1}\" height=\"{bar_h}\" fill=\"{color}\"/>\n",
+                left - 6.0,
+                y + 15.0,
+                esc(&r.server)
+            );
+            if hi > lo {
+                let (x1, x2) = (left + lo / max * width, left + hi / max * width);
+                s += &format!(
+                    "<line x1=\"{x1:.1}\" x2=\"{x2:.1}\" y1=\"{m}\" y2=\"{m}\" stroke=\"black\"/>\n",
+                    m = y + bar_h / 2.0
+                );
+            }
+            let text = if v >= 1000.0 { format!("{:.0}", v) } else { format!("{:.3}", v) };
+            s += &format!("<text x=\"{}\" y=\"{}\">{}</text>\n", left + w + 4.0, y + 15.0, text);
+        }
+    }
+    s += "</svg>\n";
+    s
+}

@@ -1,0 +1,185 @@
+//! The servers under test: how each is built, started, checked and stopped.
+
+use crate::procfs;
+use keel_linux::process::{self, Pid, Signal};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Names, in report order. `floor` is the minimal epoll server (plaintext only).
+pub const ALL: [&str; 5] = ["keel", "hyper", "may_minihttp", "nginx", "floor"];
+
+/// Whether `server` serves the `/json` scenario.
+pub fn serves_json(server: &str) -> bool {
+    server != "floor"
+}
+
+/// How to wrap a server's command.
+#[derive(Clone, Debug)]
+pub enum Wrapper {
+    /// Pin to these CPUs with `taskset -c`.
+    Pinned(String),
+    /// Run under `valgrind --tool=callgrind`, writing `DIR/NAME.PID` files.
+    Callgrind(PathBuf),
+}
+
+/// Builds `server` (release); `Err` says why it cannot be measured.
+pub fn build(server: &str, root: &Path) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let run = |args: &[&str]| -> Result<(), String> {
+        let st = Command::new(&cargo)
+            .args(args)
+            .current_dir(root)
+            .status()
+            .map_err(|e| format!("cargo: {e}"))?;
+        if st.success() {
+            Ok(())
+        } else {
+            Err(format!("`cargo {}` failed", args.join(" ")))
+        }
+    };
+    match server {
+        "keel" => run(&["build", "--release", "-q", "-p", "keel-server", "--example", "techempower"]),
+        "floor" => run(&["build", "--release", "-q", "-p", "keel-bench", "--bin", "floor"]),
+        "hyper" | "may_minihttp" => {
+            let manifest = format!("bench/peers/{server}/Cargo.toml");
+            run(&["build", "--release", "-q", "--manifest-path", &manifest, "--target-dir", "target/peers"])
+        }
+        "nginx" => {
+            if nginx_path().is_some() {
+                return Ok(());
+            }
+            if rustix::process::getuid().is_root() {
+                let _ = Command::new("apt-get")
+                    .args(["install", "-y", "-qq", "nginx"])
+                    .env("DEBIAN_FRONTEND", "noninteractive")
+                    .stdout(Stdio::null())
+                    .status();
+            }
+            nginx_path().map(|_| ()).ok_or_else(|| "nginx is not installed (Debian package `nginx`)".into())
+        }
+        other => Err(format!("unknown server {other}")),
+    }
+}
+
+fn nginx_path() -> Option<PathBuf> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// The program and arguments that serve on `addr` with one worker.
+fn command(server: &str, root: &Path, addr: SocketAddr, scratch: &Path) -> Result<Vec<String>, String> {
+    let a = addr.to_string();
+    let t = |p: &str| root.join(p).to_string_lossy().into_owned();
+    Ok(match server {
+        "keel" => vec![t("target/release/examples/techempower"), "--addr".into(), a, "--workers".into(), "1".into()],
+        "floor" => vec![t("target/release/floor"), a],
+        "hyper" => vec![t("target/peers/release/peer-hyper"), a],
+        "may_minihttp" => vec![t("target/peers/release/peer-may-minihttp"), a],
+        "nginx" => {
+            let dir = scratch.join(format!("nginx-{}", addr.port()));
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            let template = std::fs::read_to_string(root.join("bench/peers/nginx/nginx.conf.template"))
+                .map_err(|e| format!("nginx template: {e}"))?;
+            let conf = template.replace("@DIR@", &dir.to_string_lossy()).replace("@ADDR@", &a);
+            let path = dir.join("nginx.conf");
+            std::fs::write(&path, conf).map_err(|e| e.to_string())?;
+            let bin = nginx_path().ok_or("nginx is not installed")?;
+            vec![
+                bin.to_string_lossy().into_owned(),
+                "-p".into(),
+                dir.to_string_lossy().into_owned(),
+                "-c".into(),
+                path.to_string_lossy().into_owned(),
+            ]
+        }
+        other => return Err(format!("unknown server {other}")),
+    })
+}
+
+/// A free loopback port (bound, read back and released).
+pub fn free_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local_addr")
+}
+
+/// A started server process.
+pub struct Running {
+    /// Server name.
+    pub name: String,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl Running {
+    /// Starts `server` on a free loopback port under `wrapper` and waits until it answers.
+    pub fn start(server: &str, root: &Path, scratch: &Path, wrapper: &Wrapper) -> Result<Running, String> {
+        let addr = free_addr();
+        let cmd = command(server, root, addr, scratch)?;
+        let mut argv: Vec<String> = match wrapper {
+            Wrapper::Pinned(cpus) => vec!["taskset".into(), "-c".into(), cpus.clone()],
+            Wrapper::Callgrind(dir) => vec![
+                "valgrind".into(),
+                "--tool=callgrind".into(),
+                "-q".into(),
+                format!("--callgrind-out-file={}/{server}.%p", dir.display()),
+            ],
+        };
+        argv.extend(cmd);
+        let child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", argv[0]))?;
+        let mut r = Running { name: server.into(), addr, child };
+        let timeout = match wrapper {
+            Wrapper::Callgrind(_) => Duration::from_secs(60),
+            Wrapper::Pinned(_) => Duration::from_secs(10),
+        };
+        if let Err(e) = crate::client::wait_ready(addr, timeout) {
+            r.stop();
+            return Err(format!("{server} did not start: {e}"));
+        }
+        Ok(r)
+    }
+
+    /// The server's processes (the started one and its descendants).
+    pub fn pids(&self) -> Vec<i32> {
+        procfs::tree(self.child.id() as i32)
+    }
+
+    /// SIGTERM, then up to 30 s (valgrind writes its files at exit) before SIGKILL to
+    /// every process of the tree.
+    pub fn stop(&mut self) {
+        let pids = self.pids();
+        let root = Pid::from_raw(self.child.id() as i32).expect("child pid is positive");
+        let _ = process::kill(root, Signal::TERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for p in pids {
+            if let Some(pid) = Pid::from_raw(p) {
+                if procfs::ticks(p).is_some_and(|(_, zombie)| !zombie) {
+                    let _ = process::kill(pid, Signal::KILL);
+                }
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}

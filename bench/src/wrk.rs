@@ -1,0 +1,140 @@
+//! Running wrk and reading its report.
+
+use crate::procfs;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// 16 requests per write, as TechEmpower's pipelined plaintext runs.
+const PIPELINE_LUA: &str = r#"
+init = function(args)
+  local r = {}
+  for i = 1, 16 do r[i] = wrk.format(nil, nil, nil, nil) end
+  req = table.concat(r)
+end
+request = function() return req end
+"#;
+
+/// One wrk run's figures.
+#[derive(Debug, Clone)]
+pub struct WrkResult {
+    /// Requests per second (wrk's figure).
+    pub rps: f64,
+    /// Completed requests.
+    pub requests: u64,
+    /// Median latency, µs (NaN when wrk could not tell).
+    pub p50_us: f64,
+    /// 99th percentile latency, µs (NaN when wrk could not tell, as with pipelining).
+    pub p99_us: f64,
+    /// wrk's own CPU time (user + system) over its wall time, in percent of one CPU.
+    pub wrk_cpu_pct: f64,
+    /// wrk's complete output.
+    pub output: String,
+}
+
+/// Options of one run.
+pub struct WrkRun<'a> {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// Request path.
+    pub path: &'a str,
+    /// Accept field.
+    pub accept: &'a str,
+    /// Open connections.
+    pub connections: usize,
+    /// Seconds.
+    pub duration: Duration,
+    /// Send 16 requests per write.
+    pub pipelined: bool,
+    /// CPUs for wrk (`taskset -c`).
+    pub cpus: &'a str,
+    /// Where to put the Lua script.
+    pub scratch: &'a Path,
+}
+
+fn parse_duration_us(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mul) = if let Some(v) = s.strip_suffix("us") {
+        (v, 1.0)
+    } else if let Some(v) = s.strip_suffix("ms") {
+        (v, 1e3)
+    } else if let Some(v) = s.strip_suffix('s') {
+        (v, 1e6)
+    } else {
+        return None;
+    };
+    num.parse::<f64>().ok().map(|v| v * mul)
+}
+
+/// Runs wrk; `tick` is called every 50 ms while it runs (to sample the server).
+pub fn run(o: &WrkRun<'_>, tick: &mut dyn FnMut()) -> Result<WrkResult, String> {
+    let url = format!("http://{}{}", o.addr, o.path);
+    let secs = format!("{}s", o.duration.as_secs().max(1));
+    let conns = o.connections.to_string();
+    let accept = format!("Accept: {}", o.accept);
+    let script = o.scratch.join("pipeline.lua");
+    let mut args = vec!["-c", o.cpus, "wrk", "-t1", "-c", &conns, "-d", &secs, "--latency", "-H", &accept];
+    let script_s = script.to_string_lossy().into_owned();
+    if o.pipelined {
+        std::fs::write(&script, PIPELINE_LUA).map_err(|e| e.to_string())?;
+        args.extend(["-s", &script_s]);
+    }
+    args.push(&url);
+    let child = Command::new("taskset")
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("wrk (Debian package `wrk`): {e}"))?;
+    let pid = child.id() as i32;
+    let start = std::time::Instant::now();
+    // Sample until wrk has exited but is not yet collected: its CPU times are final then.
+    let mut cpu_ticks = 0;
+    loop {
+        tick();
+        match procfs::ticks(pid) {
+            Some((t, zombie)) => {
+                cpu_ticks = t;
+                if zombie {
+                    break;
+                }
+            }
+            None => break,
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        return Err(format!("wrk failed:\n{text}"));
+    }
+    if text.contains("Socket errors") || text.contains("Non-2xx") {
+        return Err(format!("wrk saw errors:\n{text}"));
+    }
+    let field = |prefix: &str| -> Option<&str> { text.lines().find_map(|l| l.trim().strip_prefix(prefix)) };
+    let rps: f64 = field("Requests/sec:").and_then(|v| v.trim().parse().ok()).ok_or_else(|| format!("no Requests/sec:\n{text}"))?;
+    let requests: u64 = text
+        .lines()
+        .find_map(|l| l.trim().split_once(" requests in ").and_then(|(n, _)| n.trim().parse().ok()))
+        .ok_or_else(|| format!("no request count:\n{text}"))?;
+    // wrk records one latency per write, so with pipelining its percentiles above the
+    // share of sampled requests read 0: report those as unknown (NaN).
+    let pct = |p: &str| field(p).and_then(parse_duration_us).map(|v| if v == 0.0 { f64::NAN } else { v });
+    let p50_us = pct("50%").ok_or_else(|| format!("no p50:\n{text}"))?;
+    let p99_us = pct("99%").ok_or_else(|| format!("no p99:\n{text}"))?;
+    let wrk_cpu_pct = cpu_ticks as f64 / procfs::ticks_per_second() as f64 / wall * 100.0;
+    Ok(WrkResult { rps, requests, p50_us, p99_us, wrk_cpu_pct, output: text })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations() {
+        assert_eq!(super::parse_duration_us("103.00us"), Some(103.0));
+        assert_eq!(super::parse_duration_us("1.50ms"), Some(1500.0));
+        assert_eq!(super::parse_duration_us("2.00s"), Some(2e6));
+        assert_eq!(super::parse_duration_us("2.00m"), None);
+    }
+}
