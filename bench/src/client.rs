@@ -15,7 +15,11 @@ pub const ACCEPT_JSON: &str =
 /// The request bytes wrk sends for `path` (as `wrk.format` builds them), with the Accept
 /// field of the scenario.
 pub fn request(addr: SocketAddr, path: &str) -> Vec<u8> {
-    let accept = if path == "/json" { ACCEPT_JSON } else { ACCEPT_PLAINTEXT };
+    let accept = if path == "/json" {
+        ACCEPT_JSON
+    } else {
+        ACCEPT_PLAINTEXT
+    };
     format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n").into_bytes()
 }
 
@@ -33,7 +37,10 @@ pub struct Resp {
 impl Resp {
     /// The first field `name` (case-insensitive).
     pub fn field(&self, name: &str) -> Option<&str> {
-        self.fields.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.fields
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -45,7 +52,10 @@ pub struct Reader {
 
 impl Default for Reader {
     fn default() -> Self {
-        Reader { buf: Vec::with_capacity(64 * 1024), start: 0 }
+        Reader {
+            buf: Vec::with_capacity(64 * 1024),
+            start: 0,
+        }
     }
 }
 
@@ -62,13 +72,15 @@ impl Reader {
             }
             self.fill(s)?;
         };
-        let head = std::str::from_utf8(&self.buf[self.start..head_end - 4]).map_err(|e| e.to_string())?;
+        let head =
+            std::str::from_utf8(&self.buf[self.start..head_end - 4]).map_err(|e| e.to_string())?;
         let len = head
             .split("\r\n")
             .skip(1)
             .find_map(|l| {
                 let (n, v) = l.split_once(':')?;
-                n.eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok())?
+                n.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())?
             })
             .ok_or_else(|| format!("response without Content-Length: {head:?}"))?;
         let resp = if parse {
@@ -80,7 +92,10 @@ impl Reader {
                 .and_then(|c| c.parse().ok())
                 .ok_or_else(|| format!("bad status line {status_line:?}"))?;
             let fields = lines
-                .filter_map(|l| l.split_once(':').map(|(n, v)| (n.to_owned(), v.trim().to_owned())))
+                .filter_map(|l| {
+                    l.split_once(':')
+                        .map(|(n, v)| (n.to_owned(), v.trim().to_owned()))
+                })
                 .collect();
             Some((status, fields))
         } else {
@@ -109,7 +124,9 @@ impl Reader {
         }
         let old = self.buf.len();
         self.buf.resize(old + 64 * 1024, 0);
-        let n = s.read(&mut self.buf[old..]).map_err(|e| format!("read: {e}"))?;
+        let n = s
+            .read(&mut self.buf[old..])
+            .map_err(|e| format!("read: {e}"))?;
         self.buf.truncate(old + n);
         if n == 0 {
             return Err("connection closed".into());
@@ -119,7 +136,8 @@ impl Reader {
 }
 
 fn connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, String> {
-    let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+    let s =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
     s.set_nodelay(true).ok();
     s.set_read_timeout(Some(timeout)).ok();
     s.set_write_timeout(Some(timeout)).ok();
@@ -132,7 +150,8 @@ pub fn wait_ready(addr: SocketAddr, timeout: Duration) -> Result<(), String> {
     loop {
         let attempt = (|| {
             let mut s = connect(addr, Duration::from_secs(30))?;
-            s.write_all(&request(addr, "/plaintext")).map_err(|e| e.to_string())?;
+            s.write_all(&request(addr, "/plaintext"))
+                .map_err(|e| e.to_string())?;
             let r = Reader::default().next(&mut s, true)?.expect("parsed");
             if r.status == 200 {
                 Ok(())
@@ -142,7 +161,9 @@ pub fn wait_ready(addr: SocketAddr, timeout: Duration) -> Result<(), String> {
         })();
         match attempt {
             Ok(()) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => return Err(format!("not ready after {timeout:?}: {e}")),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(format!("not ready after {timeout:?}: {e}"))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
@@ -171,7 +192,10 @@ pub fn verify(addr: SocketAddr, paths: &[&str]) -> Result<(), String> {
                 return Err(format!("{ctx}: status {}", r.status));
             }
             if r.body != body {
-                return Err(format!("{ctx}: body {:?}", String::from_utf8_lossy(&r.body)));
+                return Err(format!(
+                    "{ctx}: body {:?}",
+                    String::from_utf8_lossy(&r.body)
+                ));
             }
             match r.field("Content-Type") {
                 Some(v) if v.starts_with(ctype) => {}
@@ -180,9 +204,14 @@ pub fn verify(addr: SocketAddr, paths: &[&str]) -> Result<(), String> {
             if r.field("Server").is_none() {
                 return Err(format!("{ctx}: no Server field"));
             }
-            let date = r.field("Date").ok_or_else(|| format!("{ctx}: no Date field"))?;
-            let t = httpdate::parse_http_date(date).map_err(|_| format!("{ctx}: Date {date:?} is not an HTTP-date"))?;
-            let skew = SystemTime::now().duration_since(t).unwrap_or_else(|e| e.duration());
+            let date = r
+                .field("Date")
+                .ok_or_else(|| format!("{ctx}: no Date field"))?;
+            let t = httpdate::parse_http_date(date)
+                .map_err(|_| format!("{ctx}: Date {date:?} is not an HTTP-date"))?;
+            let skew = SystemTime::now()
+                .duration_since(t)
+                .unwrap_or_else(|e| e.duration());
             if skew > Duration::from_secs(5) {
                 return Err(format!("{ctx}: stale Date {date}"));
             }
@@ -194,8 +223,16 @@ pub fn verify(addr: SocketAddr, paths: &[&str]) -> Result<(), String> {
 /// Drives exactly `conns * rounds * depth` requests for `path`: `conns` connections,
 /// each sending `depth` requests in one write and reading the `depth` responses, `rounds`
 /// times. Returns the number of responses read.
-pub fn drive(addr: SocketAddr, path: &str, conns: usize, rounds: usize, depth: usize) -> Result<u64, String> {
-    let batch: Vec<u8> = std::iter::repeat_n(request(addr, path), depth).flatten().collect();
+pub fn drive(
+    addr: SocketAddr,
+    path: &str,
+    conns: usize,
+    rounds: usize,
+    depth: usize,
+) -> Result<u64, String> {
+    let batch: Vec<u8> = std::iter::repeat_n(request(addr, path), depth)
+        .flatten()
+        .collect();
     let handles: Vec<_> = (0..conns)
         .map(|_| {
             let batch = batch.clone();
@@ -216,7 +253,9 @@ pub fn drive(addr: SocketAddr, path: &str, conns: usize, rounds: usize, depth: u
         .collect();
     let mut total = 0;
     for h in handles {
-        total += h.join().map_err(|_| "driver thread panicked".to_string())??;
+        total += h
+            .join()
+            .map_err(|_| "driver thread panicked".to_string())??;
     }
     Ok(total)
 }

@@ -16,7 +16,9 @@ pub fn tree(root: i32) -> Vec<i32> {
     let mut parent_of: HashMap<i32, i32> = HashMap::new();
     if let Ok(dir) = fs::read_dir("/proc") {
         for e in dir.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
             if let Some(f) = stat_fields(pid) {
                 if f.first().map(String::as_str) != Some("Z") {
                     if let Some(pp) = f.get(1).and_then(|p| p.parse().ok()) {
@@ -30,7 +32,11 @@ pub fn tree(root: i32) -> Vec<i32> {
     let mut i = 0;
     while i < out.len() {
         let p = out[i];
-        let mut kids: Vec<i32> = parent_of.iter().filter(|(_, &pp)| pp == p).map(|(&c, _)| c).collect();
+        let mut kids: Vec<i32> = parent_of
+            .iter()
+            .filter(|(_, &pp)| pp == p)
+            .map(|(&c, _)| c)
+            .collect();
         kids.sort();
         out.extend(kids);
         i += 1;
@@ -43,10 +49,16 @@ pub fn tree(root: i32) -> Vec<i32> {
 pub fn cpu_ns(pids: &[i32]) -> u64 {
     let mut total = 0;
     for pid in pids {
-        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
         for t in tasks.flatten() {
             if let Ok(s) = fs::read_to_string(t.path().join("schedstat")) {
-                total += s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                total += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
             }
         }
     }

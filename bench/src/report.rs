@@ -19,7 +19,10 @@ pub fn median(v: &[f64]) -> f64 {
 
 /// Minimum and maximum of `v`.
 pub fn range(v: &[f64]) -> (f64, f64) {
-    v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
 }
 
 /// Every round of one server in one scenario.
@@ -109,7 +112,9 @@ pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// A horizontal bar chart of one scenario: requests/s (with min–max whiskers) and server
@@ -129,19 +134,33 @@ pub fn svg(scenario: &str, rows: &[&ScenarioRow]) -> String {
         th = total_h,
         title = esc(scenario)
     );
-    let panels: [(&str, Box<dyn Fn(&ScenarioRow) -> (f64, f64, f64)>); 2] = [
-        ("requests/s (median, min–max)", Box::new(|r: &ScenarioRow| (r.rps, r.rps_min, r.rps_max))),
-        ("server CPU µs per request (median)", Box::new(|r: &ScenarioRow| (r.cpu_us_per_req, r.cpu_us_per_req, r.cpu_us_per_req))),
+    type Metric = fn(&ScenarioRow) -> (f64, f64, f64);
+    let panels: [(&str, Metric); 2] = [
+        ("requests/s (median, min–max)", |r| {
+            (r.rps, r.rps_min, r.rps_max)
+        }),
+        ("server CPU µs per request (median)", |r| {
+            (r.cpu_us_per_req, r.cpu_us_per_req, r.cpu_us_per_req)
+        }),
     ];
     for (p, (label, f)) in panels.iter().enumerate() {
         let y0 = 30.0 + p as f64 * panel_h;
         s += &format!("<text x=\"10\" y=\"{}\">{}</text>\n", y0 + 14.0, esc(label));
-        let max = rows.iter().map(|r| f(r).2).filter(|v| v.is_finite()).fold(0.0, f64::max).max(1e-9);
+        let max = rows
+            .iter()
+            .map(|r| f(r).2)
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max)
+            .max(1e-9);
         for (i, r) in rows.iter().enumerate() {
             let (v, lo, hi) = f(r);
             let y = y0 + 24.0 + i as f64 * (bar_h + 8.0);
             let w = if v.is_finite() { v / max * width } else { 0.0 };
-            let color = if r.server == "keel" { "#d9480f" } else { "#4c6ef5" };
+            let color = if r.server == "keel" {
+                "#d9480f"
+            } else {
+                "#4c6ef5"
+            };
             s += &format!(
                 "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n<rect x=\"{left}\" y=\"{y}\" width=\"{w:.1}\" height=\"{bar_h}\" fill=\"{color}\"/>\n",
                 left - 6.0,
@@ -155,8 +174,17 @@ pub fn svg(scenario: &str, rows: &[&ScenarioRow]) -> String {
                     m = y + bar_h / 2.0
                 );
             }
-            let text = if v >= 1000.0 { format!("{:.0}", v) } else { format!("{:.3}", v) };
-            s += &format!("<text x=\"{}\" y=\"{}\">{}</text>\n", left + w + 4.0, y + 15.0, text);
+            let text = if v >= 1000.0 {
+                format!("{:.0}", v)
+            } else {
+                format!("{:.3}", v)
+            };
+            s += &format!(
+                "<text x=\"{}\" y=\"{}\">{}</text>\n",
+                left + w + 4.0,
+                y + 15.0,
+                text
+            );
         }
     }
     s += "</svg>\n";

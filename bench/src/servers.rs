@@ -40,11 +40,35 @@ pub fn build(server: &str, root: &Path) -> Result<(), String> {
         }
     };
     match server {
-        "keel" => run(&["build", "--release", "-q", "-p", "keel-server", "--example", "techempower"]),
-        "floor" => run(&["build", "--release", "-q", "-p", "keel-bench", "--bin", "floor"]),
+        "keel" => run(&[
+            "build",
+            "--release",
+            "-q",
+            "-p",
+            "keel-server",
+            "--example",
+            "techempower",
+        ]),
+        "floor" => run(&[
+            "build",
+            "--release",
+            "-q",
+            "-p",
+            "keel-bench",
+            "--bin",
+            "floor",
+        ]),
         "hyper" | "may_minihttp" => {
             let manifest = format!("bench/peers/{server}/Cargo.toml");
-            run(&["build", "--release", "-q", "--manifest-path", &manifest, "--target-dir", "target/peers"])
+            run(&[
+                "build",
+                "--release",
+                "-q",
+                "--manifest-path",
+                &manifest,
+                "--target-dir",
+                "target/peers",
+            ])
         }
         "nginx" => {
             if nginx_path().is_some() {
@@ -57,31 +81,50 @@ pub fn build(server: &str, root: &Path) -> Result<(), String> {
                     .stdout(Stdio::null())
                     .status();
             }
-            nginx_path().map(|_| ()).ok_or_else(|| "nginx is not installed (Debian package `nginx`)".into())
+            nginx_path()
+                .map(|_| ())
+                .ok_or_else(|| "nginx is not installed (Debian package `nginx`)".into())
         }
         other => Err(format!("unknown server {other}")),
     }
 }
 
 fn nginx_path() -> Option<PathBuf> {
-    ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.exists())
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
 }
 
 /// The program and arguments that serve on `addr` with one worker.
-fn command(server: &str, root: &Path, addr: SocketAddr, scratch: &Path) -> Result<Vec<String>, String> {
+fn command(
+    server: &str,
+    root: &Path,
+    addr: SocketAddr,
+    scratch: &Path,
+) -> Result<Vec<String>, String> {
     let a = addr.to_string();
     let t = |p: &str| root.join(p).to_string_lossy().into_owned();
     Ok(match server {
-        "keel" => vec![t("target/release/examples/techempower"), "--addr".into(), a, "--workers".into(), "1".into()],
+        "keel" => vec![
+            t("target/release/examples/techempower"),
+            "--addr".into(),
+            a,
+            "--workers".into(),
+            "1".into(),
+        ],
         "floor" => vec![t("target/release/floor"), a],
         "hyper" => vec![t("target/peers/release/peer-hyper"), a],
         "may_minihttp" => vec![t("target/peers/release/peer-may-minihttp"), a],
         "nginx" => {
             let dir = scratch.join(format!("nginx-{}", addr.port()));
             std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-            let template = std::fs::read_to_string(root.join("bench/peers/nginx/nginx.conf.template"))
-                .map_err(|e| format!("nginx template: {e}"))?;
-            let conf = template.replace("@DIR@", &dir.to_string_lossy()).replace("@ADDR@", &a);
+            let template =
+                std::fs::read_to_string(root.join("bench/peers/nginx/nginx.conf.template"))
+                    .map_err(|e| format!("nginx template: {e}"))?;
+            let conf = template
+                .replace("@DIR@", &dir.to_string_lossy())
+                .replace("@ADDR@", &a);
             let path = dir.join("nginx.conf");
             std::fs::write(&path, conf).map_err(|e| e.to_string())?;
             let bin = nginx_path().ok_or("nginx is not installed")?;
@@ -114,7 +157,12 @@ pub struct Running {
 
 impl Running {
     /// Starts `server` on a free loopback port under `wrapper` and waits until it answers.
-    pub fn start(server: &str, root: &Path, scratch: &Path, wrapper: &Wrapper) -> Result<Running, String> {
+    pub fn start(
+        server: &str,
+        root: &Path,
+        scratch: &Path,
+        wrapper: &Wrapper,
+    ) -> Result<Running, String> {
         let addr = free_addr();
         let cmd = command(server, root, addr, scratch)?;
         let mut argv: Vec<String> = match wrapper {
@@ -134,7 +182,11 @@ impl Running {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("start {}: {e}", argv[0]))?;
-        let mut r = Running { name: server.into(), addr, child };
+        let mut r = Running {
+            name: server.into(),
+            addr,
+            child,
+        };
         let timeout = match wrapper {
             Wrapper::Callgrind(_) => Duration::from_secs(60),
             Wrapper::Pinned(_) => Duration::from_secs(10),

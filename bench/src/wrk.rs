@@ -74,7 +74,19 @@ pub fn run(o: &WrkRun<'_>, tick: &mut dyn FnMut()) -> Result<WrkResult, String> 
     let conns = o.connections.to_string();
     let accept = format!("Accept: {}", o.accept);
     let script = o.scratch.join("pipeline.lua");
-    let mut args = vec!["-c", o.cpus, "wrk", "-t1", "-c", &conns, "-d", &secs, "--latency", "-H", &accept];
+    let mut args = vec![
+        "-c",
+        o.cpus,
+        "wrk",
+        "-t1",
+        "-c",
+        &conns,
+        "-d",
+        &secs,
+        "--latency",
+        "-H",
+        &accept,
+    ];
     let script_s = script.to_string_lossy().into_owned();
     if o.pipelined {
         std::fs::write(&script, PIPELINE_LUA).map_err(|e| e.to_string())?;
@@ -106,26 +118,45 @@ pub fn run(o: &WrkRun<'_>, tick: &mut dyn FnMut()) -> Result<WrkResult, String> 
     }
     let wall = start.elapsed().as_secs_f64();
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         return Err(format!("wrk failed:\n{text}"));
     }
     if text.contains("Socket errors") || text.contains("Non-2xx") {
         return Err(format!("wrk saw errors:\n{text}"));
     }
-    let field = |prefix: &str| -> Option<&str> { text.lines().find_map(|l| l.trim().strip_prefix(prefix)) };
-    let rps: f64 = field("Requests/sec:").and_then(|v| v.trim().parse().ok()).ok_or_else(|| format!("no Requests/sec:\n{text}"))?;
+    let field =
+        |prefix: &str| -> Option<&str> { text.lines().find_map(|l| l.trim().strip_prefix(prefix)) };
+    let rps: f64 = field("Requests/sec:")
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no Requests/sec:\n{text}"))?;
     let requests: u64 = text
         .lines()
-        .find_map(|l| l.trim().split_once(" requests in ").and_then(|(n, _)| n.trim().parse().ok()))
+        .find_map(|l| {
+            l.trim()
+                .split_once(" requests in ")
+                .and_then(|(n, _)| n.trim().parse().ok())
+        })
         .ok_or_else(|| format!("no request count:\n{text}"))?;
     // wrk records one latency per write, so with pipelining its percentiles above the
     // share of sampled requests read 0: report those as unknown (NaN).
-    let pct = |p: &str| field(p).and_then(parse_duration_us).map(|v| if v == 0.0 { f64::NAN } else { v });
+    let pct = |p: &str| {
+        field(p)
+            .and_then(parse_duration_us)
+            .map(|v| if v == 0.0 { f64::NAN } else { v })
+    };
     let p50_us = pct("50%").ok_or_else(|| format!("no p50:\n{text}"))?;
     let p99_us = pct("99%").ok_or_else(|| format!("no p99:\n{text}"))?;
     let wrk_cpu_pct = cpu_ticks as f64 / procfs::ticks_per_second() as f64 / wall * 100.0;
-    Ok(WrkResult { rps, requests, p50_us, p99_us, wrk_cpu_pct, output: text })
+    Ok(WrkResult {
+        rps,
+        requests,
+        p50_us,
+        p99_us,
+        wrk_cpu_pct,
+        output: text,
+    })
 }
 
 #[cfg(test)]

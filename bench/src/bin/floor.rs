@@ -32,7 +32,10 @@ fn count_ends(finder: &memchr::memmem::Finder<'_>, partial: usize, data: &[u8]) 
     if partial > 0 && data.starts_with(&END[partial..]) {
         count += 1;
     }
-    let partial = (1..=3).rev().find(|&k| data.ends_with(&END[..k])).unwrap_or(0);
+    let partial = (1..=3)
+        .rev()
+        .find(|&k| data.ends_with(&END[..k]))
+        .unwrap_or(0);
     (count, partial)
 }
 

@@ -15,16 +15,26 @@ use std::process::Command;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(about = "TechEmpower-style benchmark: keel against hyper, may_minihttp, nginx and a floor server")]
+#[command(
+    about = "TechEmpower-style benchmark: keel against hyper, may_minihttp, nginx and a floor server"
+)]
 struct Args {
     /// Short runs (2 rounds of 2 s, small instruction runs) for a first look or CI.
     #[arg(long)]
     quick: bool,
     /// Servers to measure, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "keel,hyper,may_minihttp,nginx,floor")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "keel,hyper,may_minihttp,nginx,floor"
+    )]
     servers: Vec<String>,
     /// Scenarios, comma-separated: plaintext, plaintext-pipelined, json.
-    #[arg(long, value_delimiter = ',', default_value = "plaintext,plaintext-pipelined,json")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "plaintext,plaintext-pipelined,json"
+    )]
     scenarios: Vec<String>,
     /// Interleaved rounds [default: 5, quick 2].
     #[arg(long)]
@@ -47,6 +57,10 @@ struct Args {
     /// Only the callgrind instruction counts (no wrk runs).
     #[arg(long)]
     instructions_only: bool,
+    /// Keep the callgrind output files of the instruction runs in this folder (for
+    /// `callgrind_annotate`).
+    #[arg(long)]
+    keep_callgrind: Option<PathBuf>,
     /// Do not build anything (use what is in target/).
     #[arg(long)]
     no_build: bool,
@@ -60,9 +74,24 @@ struct Scenario {
 }
 
 const SCENARIOS: [Scenario; 3] = [
-    Scenario { name: "plaintext", path: "/plaintext", accept: ACCEPT_PLAINTEXT, pipelined: false },
-    Scenario { name: "plaintext-pipelined", path: "/plaintext", accept: ACCEPT_PLAINTEXT, pipelined: true },
-    Scenario { name: "json", path: "/json", accept: ACCEPT_JSON, pipelined: false },
+    Scenario {
+        name: "plaintext",
+        path: "/plaintext",
+        accept: ACCEPT_PLAINTEXT,
+        pipelined: false,
+    },
+    Scenario {
+        name: "plaintext-pipelined",
+        path: "/plaintext",
+        accept: ACCEPT_PLAINTEXT,
+        pipelined: true,
+    },
+    Scenario {
+        name: "json",
+        path: "/json",
+        accept: ACCEPT_JSON,
+        pipelined: false,
+    },
 ];
 
 fn progress(msg: &str) {
@@ -71,7 +100,10 @@ fn progress(msg: &str) {
 
 fn repo_root() -> PathBuf {
     // bench/ is one level below the workspace root.
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
 }
 
 fn cmd_version(cmd: &str, args: &[&str]) -> String {
@@ -79,7 +111,8 @@ fn cmd_version(cmd: &str, args: &[&str]) -> String {
         .args(args)
         .output()
         .map(|o| {
-            let t = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+            let t = String::from_utf8_lossy(&o.stdout).into_owned()
+                + &String::from_utf8_lossy(&o.stderr);
             t.lines().next().unwrap_or("").trim().to_string()
         })
         .unwrap_or_else(|_| "not found".into())
@@ -91,16 +124,25 @@ fn main() {
     let rounds = args.rounds.unwrap_or(if args.quick { 2 } else { 5 });
     let duration = Duration::from_secs(args.duration.unwrap_or(if args.quick { 2 } else { 10 }));
     let cpus = keel_linux::process::cpu_count();
-    let (server_cpus, wrk_cpus) = if cpus >= 2 { ("0".to_string(), "1".to_string()) } else { ("0".into(), "0".into()) };
+    let (server_cpus, wrk_cpus) = if cpus >= 2 {
+        ("0".to_string(), "1".to_string())
+    } else {
+        ("0".into(), "0".into())
+    };
     let stamp = httpdate::fmt_http_date(std::time::SystemTime::now());
     let out_dir = args.out.clone().unwrap_or_else(|| {
-        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         root.join("bench/results").join(format!("run-{secs}"))
     });
     std::fs::create_dir_all(&out_dir).expect("create results folder");
     let scratch = std::env::temp_dir().join(format!("keel-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("scratch folder");
-    let scenarios: Vec<&Scenario> = SCENARIOS.iter().filter(|s| args.scenarios.iter().any(|n| n == s.name)).collect();
+    let scenarios: Vec<&Scenario> = SCENARIOS
+        .iter()
+        .filter(|s| args.scenarios.iter().any(|n| n == s.name))
+        .collect();
 
     // 1. Build and check every server.
     let mut skipped: Vec<(String, String)> = Vec::new();
@@ -118,7 +160,11 @@ fn main() {
                 continue;
             }
         }
-        let paths: Vec<&str> = if servers::serves_json(name) { vec!["/plaintext", "/json"] } else { vec!["/plaintext"] };
+        let paths: Vec<&str> = if servers::serves_json(name) {
+            vec!["/plaintext", "/json"]
+        } else {
+            vec!["/plaintext"]
+        };
         let checked = Running::start(name, &root, &scratch, &Wrapper::Pinned(server_cpus.clone()))
             .and_then(|mut r| {
                 let v = client::verify(r.addr, &paths);
@@ -151,7 +197,11 @@ fn main() {
         let mut done = 0;
         for round in 0..=rounds {
             // Round 0 is the warm-up (1 s each), not recorded.
-            let d = if round == 0 { Duration::from_secs(1) } else { duration };
+            let d = if round == 0 {
+                Duration::from_secs(1)
+            } else {
+                duration
+            };
             for sc in &scenarios {
                 for r in running.iter() {
                     if sc.name == "json" && !servers::serves_json(&r.name) {
@@ -179,7 +229,9 @@ fn main() {
                     done += 1;
                     match res {
                         Ok(w) => {
-                            let e = results.entry((sc.name.to_string(), r.name.clone())).or_default();
+                            let e = results
+                                .entry((sc.name.to_string(), r.name.clone()))
+                                .or_default();
                             let cpu_us = cpu as f64 / 1e3 / w.requests.max(1) as f64;
                             e.rps.push(w.rps);
                             e.p50_us.push(w.p50_us);
@@ -192,7 +244,10 @@ fn main() {
                                 sc.name, r.name, w.rps, w.p99_us, cpu_us, w.wrk_cpu_pct, peak
                             ));
                         }
-                        Err(e) => progress(&format!("[{done}/{total}] round {round} {} {}: FAILED {e}", sc.name, r.name)),
+                        Err(e) => progress(&format!(
+                            "[{done}/{total}] round {round} {} {}: FAILED {e}",
+                            sc.name, r.name
+                        )),
                     }
                 }
             }
@@ -208,13 +263,22 @@ fn main() {
         }
         for sc in scenarios.iter().filter(|_| perf_ok) {
             for r in running.iter() {
-                let Some(e) = results.get_mut(&(sc.name.to_string(), r.name.clone())) else { continue };
+                let Some(e) = results.get_mut(&(sc.name.to_string(), r.name.clone())) else {
+                    continue;
+                };
                 let pids: Vec<String> = r.pids().iter().map(|p| p.to_string()).collect();
                 let secs = duration.as_secs().clamp(2, 5);
                 // perf counts from before wrk starts until it is interrupted right after
                 // wrk ends; the idle server makes next to no calls outside the run.
                 let perf = Command::new("perf")
-                    .args(["stat", "-x,", "-e", "raw_syscalls:sys_enter", "-p", &pids.join(",")])
+                    .args([
+                        "stat",
+                        "-x,",
+                        "-e",
+                        "raw_syscalls:sys_enter",
+                        "-p",
+                        &pids.join(","),
+                    ])
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::piped())
                     .spawn();
@@ -236,12 +300,17 @@ fn main() {
                 }
                 let o = p.wait_with_output().ok();
                 let count: Option<f64> = o.and_then(|o| {
-                    String::from_utf8_lossy(&o.stderr).lines().find_map(|l| l.split(',').next()?.trim().parse().ok())
+                    String::from_utf8_lossy(&o.stderr)
+                        .lines()
+                        .find_map(|l| l.split(',').next()?.trim().parse().ok())
                 });
                 if let (Some(c), Ok(w)) = (count, w) {
                     let per_req = c / w.requests.max(1) as f64;
                     e.syscalls_per_req = Some(per_req);
-                    progress(&format!("{} {}: {:.2} syscalls/request", sc.name, r.name, per_req));
+                    progress(&format!(
+                        "{} {}: {:.2} syscalls/request",
+                        sc.name, r.name, per_req
+                    ));
                 }
             }
         }
@@ -255,7 +324,9 @@ fn main() {
     if !args.no_instructions {
         let has_valgrind = Command::new("valgrind").arg("--version").output().is_ok();
         if !has_valgrind {
-            progress("valgrind is not installed (Debian package `valgrind`): no instruction counts");
+            progress(
+                "valgrind is not installed (Debian package `valgrind`): no instruction counts",
+            );
         }
         let scale = if args.quick { 1 } else { 4 };
         // (scenario, connections, rounds per connection, requests per write)
@@ -269,10 +340,26 @@ fn main() {
             let measure = |conns: usize, n: usize, depth: usize| -> Result<(f64, u64), String> {
                 let _ = std::fs::remove_dir_all(&cg_dir);
                 std::fs::create_dir_all(&cg_dir).map_err(|e| e.to_string())?;
-                let mut r = Running::start(name, &root, &scratch, &Wrapper::Callgrind(cg_dir.clone()))?;
-                let reqs = if n == 0 { 0 } else { client::drive(r.addr, "/plaintext", conns, n, depth)? };
+                let mut r =
+                    Running::start(name, &root, &scratch, &Wrapper::Callgrind(cg_dir.clone()))?;
+                let reqs = if n == 0 {
+                    0
+                } else {
+                    client::drive(r.addr, "/plaintext", conns, n, depth)?
+                };
                 r.stop();
-                Ok((callgrind_total(&cg_dir)?, reqs))
+                let total = callgrind_total(&cg_dir)?;
+                if let Some(keep) = &args.keep_callgrind {
+                    let _ = std::fs::create_dir_all(keep);
+                    for e in std::fs::read_dir(&cg_dir).into_iter().flatten().flatten() {
+                        let to = keep.join(format!(
+                            "{}.c{conns}.d{depth}.n{n}",
+                            e.file_name().to_string_lossy()
+                        ));
+                        let _ = std::fs::copy(e.path(), to);
+                    }
+                }
+                Ok((total, reqs))
             };
             let base = match measure(1, 0, 1) {
                 Ok((b, _)) => b,
@@ -286,7 +373,11 @@ fn main() {
                     Ok((total, reqs)) => {
                         let per = (total - base) / reqs as f64;
                         progress(&format!("callgrind {scenario} {name}: {per:.0} instructions/request ({reqs} requests)"));
-                        instr.push(InstructionsRow { scenario: scenario.into(), server: name.clone(), instructions: per });
+                        instr.push(InstructionsRow {
+                            scenario: scenario.into(),
+                            server: name.clone(),
+                            instructions: per,
+                        });
                     }
                     Err(e) => progress(&format!("callgrind {scenario} {name}: {e}")),
                 }
@@ -297,16 +388,28 @@ fn main() {
     // 5. Report.
     let rows: Vec<report::ScenarioRow> = scenarios
         .iter()
-        .flat_map(|sc| ok.iter().filter_map(|s| results.get(&(sc.name.to_string(), s.clone())).map(|r| report::row(sc.name, s, r))))
+        .flat_map(|sc| {
+            ok.iter().filter_map(|s| {
+                results
+                    .get(&(sc.name.to_string(), s.clone()))
+                    .map(|r| report::row(sc.name, s, r))
+            })
+        })
         .collect();
     let mut md = String::new();
     md += "# keel-bench results\n\n";
     md += &format!("Run {stamp}; {rounds} interleaved rounds of {} s per server and scenario (after a 1 s warm-up), {} wrk connections, 1 server worker pinned to CPU {server_cpus}, wrk (1 thread) pinned to CPU {wrk_cpus}.\n\n", duration.as_secs(), args.connections);
-    md += &format!("Command: `{}`\n\n", std::env::args().collect::<Vec<_>>().join(" "));
+    md += &format!(
+        "Command: `{}`\n\n",
+        std::env::args().collect::<Vec<_>>().join(" ")
+    );
     md += &format!(
         "Machine: {} CPUs, {}; kernel {}. Tools: {}; {}; {}.\n\n",
         cpus,
-        cmd_version("sh", &["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]),
+        cmd_version(
+            "sh",
+            &["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]
+        ),
         cmd_version("uname", &["-r"]),
         cmd_version("wrk", &["-v"]),
         cmd_version("valgrind", &["--version"]),
@@ -314,7 +417,8 @@ fn main() {
     );
     md += "Peers: see bench/peers/README.md for versions and settings.\n\n";
     for sc in &scenarios {
-        let these: Vec<&report::ScenarioRow> = rows.iter().filter(|r| r.scenario == sc.name).collect();
+        let these: Vec<&report::ScenarioRow> =
+            rows.iter().filter(|r| r.scenario == sc.name).collect();
         if these.is_empty() {
             continue;
         }
@@ -323,7 +427,9 @@ fn main() {
         md += "| server | req/s median (min–max) | p50 µs | p99 µs | server CPU µs/req | syscalls/req | wrk CPU % | peak PSS KiB | keel CPU/req ÷ this |\n|---|---|---|---|---|---|---|---|---|\n";
         for r in &these {
             let flag = if r.wrk_cpu_pct > 90.0 { " ⚠" } else { "" };
-            let ratio = keel.map_or("–".into(), |k| format!("{:.2}", k.cpu_us_per_req / r.cpu_us_per_req));
+            let ratio = keel.map_or("–".into(), |k| {
+                format!("{:.2}", k.cpu_us_per_req / r.cpu_us_per_req)
+            });
             md += &format!(
                 "| {} | {:.0} ({:.0}–{:.0}) | {} | {} | {:.3} | {} | {:.0}{} | {} | {} |\n",
                 r.server,
@@ -341,13 +447,21 @@ fn main() {
             );
         }
         md += "\n";
-        std::fs::write(out_dir.join(format!("{}.svg", sc.name)), report::svg(sc.name, &these)).expect("write svg");
+        std::fs::write(
+            out_dir.join(format!("{}.svg", sc.name)),
+            report::svg(sc.name, &these),
+        )
+        .expect("write svg");
     }
     md += "⚠: wrk used more than 90% of its CPU, so requests/s there measures the load generator, not the server. On this 2-CPU machine steer by server CPU per request and instructions per request.\n\n";
     if !instr.is_empty() {
         md += "## Instructions per request (callgrind, user space, zero-request baseline subtracted)\n\n| pattern | ";
         let names: Vec<&String> = ok.iter().collect();
-        md += &names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" | ");
+        md += &names
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(" | ");
         md += " |\n|---|";
         md += &"---|".repeat(names.len());
         md += "\n";
@@ -368,7 +482,11 @@ fn main() {
         }
     }
     std::fs::write(out_dir.join("report.md"), &md).expect("write report");
-    let output = Output { scenarios: rows, instructions_per_request: instr, skipped };
+    let output = Output {
+        scenarios: rows,
+        instructions_per_request: instr,
+        skipped,
+    };
     let json = serde_json::to_string_pretty(&output).expect("serialize");
     std::fs::write(out_dir.join("results.json"), &json).expect("write json");
     if let Some(p) = &args.json {
@@ -397,7 +515,10 @@ fn callgrind_total(dir: &Path) -> Result<f64, String> {
         let text = std::fs::read_to_string(e.path()).map_err(|e| e.to_string())?;
         let v = text
             .lines()
-            .find_map(|l| l.strip_prefix("summary:").or_else(|| l.strip_prefix("totals:")))
+            .find_map(|l| {
+                l.strip_prefix("summary:")
+                    .or_else(|| l.strip_prefix("totals:"))
+            })
             .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
             .ok_or_else(|| format!("no totals in {}", e.path().display()))?;
         total += v;
