@@ -10,7 +10,7 @@
 //! It prints `listening on ADDR` once every worker accepts connections.
 
 use clap::Parser;
-use keel_server::{Config, Request, Response, Server, StatusCode};
+use keel_server::{header, Config, Header, Request, Response, Server, StatusCode};
 use serde::Serialize;
 
 #[derive(Parser)]
@@ -28,6 +28,9 @@ fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
     keel_net::parse_socket_addr(s).map_err(|e| e.to_string())
 }
 
+const TEXT_PLAIN: Header = header!("Content-Type", "text/plain");
+const APPLICATION_JSON: Header = header!("Content-Type", "application/json");
+
 #[derive(Serialize)]
 struct Message {
     message: &'static str,
@@ -36,11 +39,10 @@ struct Message {
 fn handle(req: &Request<'_>, res: &mut Response) {
     match (req.method(), req.path()) {
         (b"GET" | b"HEAD", b"/plaintext") => {
-            res.header("Content-Type", "text/plain")
-                .body(b"Hello, World!");
+            res.static_header(TEXT_PLAIN).static_body(b"Hello, World!");
         }
         (b"GET" | b"HEAD", b"/json") => {
-            res.header("Content-Type", "application/json");
+            res.static_header(APPLICATION_JSON);
             let msg = Message {
                 message: "Hello, World!",
             };

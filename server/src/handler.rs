@@ -48,6 +48,8 @@ pub struct Response {
     status: StatusCode,
     fields: Vec<u8>,
     body: Vec<u8>,
+    /// A body that needs no copy; used instead of `body` when set.
+    static_body: Option<&'static [u8]>,
     close: bool,
     invalid_field: bool,
 }
@@ -65,6 +67,7 @@ impl Response {
             status: StatusCode::OK,
             fields: Vec::with_capacity(256),
             body: Vec::with_capacity(1024),
+            static_body: None,
             close: false,
             invalid_field: false,
         }
@@ -74,6 +77,7 @@ impl Response {
         self.status = StatusCode::OK;
         self.fields.clear();
         self.body.clear();
+        self.static_body = None;
         self.close = false;
         self.invalid_field = false;
     }
@@ -105,15 +109,33 @@ impl Response {
         self
     }
 
+    /// Adds a field line made at compile time with [`header!`](crate::header): no check
+    /// at run time, one copy. Field lines keep the order in which they were added.
+    pub fn static_header(&mut self, h: Header) -> &mut Self {
+        self.fields.extend_from_slice(h.line.as_bytes());
+        self
+    }
+
     /// Replaces the body with a copy of `content`.
     pub fn body(&mut self, content: &[u8]) -> &mut Self {
+        self.static_body = None;
         self.body.clear();
         self.body.extend_from_slice(content);
         self
     }
 
+    /// Replaces the body with `content`, which lives for the whole program (a literal or
+    /// an `include_bytes!`): sent without being copied into the response first.
+    pub fn static_body(&mut self, content: &'static [u8]) -> &mut Self {
+        self.static_body = Some(content);
+        self.body.clear();
+        self
+    }
+
     /// The body buffer, to write into directly (say with `serde_json::to_writer`).
+    /// Replaces a body set with [`Response::static_body`].
     pub fn body_mut(&mut self) -> &mut Vec<u8> {
+        self.static_body = None;
         &mut self.body
     }
 
@@ -128,13 +150,15 @@ impl Response {
         self.close
     }
 
-    /// Appends the serialized response to `out`. `prefix` is the precomputed
-    /// `Server` and `Date` field lines; `head_only` drops the body (HEAD); `close` adds
-    /// `Connection: close`; `keep_alive_10` adds `Connection: keep-alive` for HTTP/1.0.
+    /// Appends the serialized response to `out`. `prefix` holds the precomputed
+    /// `Server` and `Date` field lines, after the status line `HTTP/1.1 200 OK` (which
+    /// the common case copies along with them); `head_only` drops the body (HEAD);
+    /// `close` adds `Connection: close`; `keep_alive_10` adds `Connection: keep-alive`
+    /// for HTTP/1.0.
     pub(crate) fn write_to(
         &self,
         out: &mut Vec<u8>,
-        prefix: &[u8],
+        prefix: &Prefix,
         head_only: bool,
         close: bool,
         keep_alive_10: bool,
@@ -145,11 +169,17 @@ impl Response {
         }
         let code = self.status.as_u16();
         let bodiless_status = code < 200 || code == 204 || code == 304;
-        keel_http::write_status_line(out, Version::Http11, self.status);
-        out.extend_from_slice(prefix);
+        let body: &[u8] = self.static_body.unwrap_or(&self.body);
+        out.reserve(prefix.ok_head.len() + self.fields.len() + body.len() + 48);
+        if self.status == StatusCode::OK {
+            out.extend_from_slice(&prefix.ok_head);
+        } else {
+            keel_http::write_status_line(out, Version::Http11, self.status);
+            out.extend_from_slice(prefix.fields());
+        }
         out.extend_from_slice(&self.fields);
         if !bodiless_status {
-            keel_http::write_content_length(out, self.body.len() as u64);
+            keel_http::write_content_length(out, body.len() as u64);
         }
         if close {
             out.extend_from_slice(b"Connection: close\r\n");
@@ -158,21 +188,145 @@ impl Response {
         }
         out.extend_from_slice(b"\r\n");
         if !head_only && !bodiless_status {
-            out.extend_from_slice(&self.body);
+            out.extend_from_slice(body);
         }
+    }
+}
+
+/// `HTTP/1.1 200 OK`, then the `Server` and `Date` field lines, rebuilt by the worker
+/// when the second changes.
+pub(crate) struct Prefix {
+    ok_head: Vec<u8>,
+    second: u64,
+}
+
+const OK_LINE: &[u8] = b"HTTP/1.1 200 OK\r\n";
+
+impl Prefix {
+    pub(crate) fn new(now: std::time::SystemTime) -> Prefix {
+        let mut p = Prefix {
+            ok_head: Vec::with_capacity(80),
+            second: u64::MAX,
+        };
+        p.refresh(now);
+        p
+    }
+
+    /// Rebuilds the Date when `now` is in another second than the last refresh.
+    pub(crate) fn refresh(&mut self, now: std::time::SystemTime) {
+        let second = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if second != self.second {
+            self.second = second;
+            self.ok_head.clear();
+            self.ok_head.extend_from_slice(OK_LINE);
+            self.ok_head.extend_from_slice(b"Server: keel\r\nDate: ");
+            self.ok_head
+                .extend_from_slice(keel_http::HttpDate::from_system_time(now).as_bytes());
+            self.ok_head.extend_from_slice(b"\r\n");
+        }
+    }
+
+    /// The `Server` and `Date` field lines alone.
+    pub(crate) fn fields(&self) -> &[u8] {
+        &self.ok_head[OK_LINE.len()..]
     }
 }
 
 /// Appends a response with `status`, no content and `Content-Length: 0`, for the errors
 /// the server answers itself (400, 413, 414, 431, 500, 501, 505).
-pub(crate) fn write_simple(out: &mut Vec<u8>, prefix: &[u8], status: StatusCode, close: bool) {
+pub(crate) fn write_simple(out: &mut Vec<u8>, prefix: &Prefix, status: StatusCode, close: bool) {
     keel_http::write_status_line(out, Version::Http11, status);
-    out.extend_from_slice(prefix);
+    out.extend_from_slice(prefix.fields());
     out.extend_from_slice(b"Content-Length: 0\r\n");
     if close {
         out.extend_from_slice(b"Connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// A field line fixed when the program is written, checked and serialized at compile
+/// time: make one with [`header!`](crate::header), add it with
+/// [`Response::static_header`]. Adding it costs one copy of its bytes, with no check at
+/// run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    line: &'static str,
+}
+
+const fn is_tchar(b: u8) -> bool {
+    matches!(b,
+        b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.'
+        | b'^' | b'_' | b'`' | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
+}
+
+impl Header {
+    /// Used by [`header!`](crate::header); `line` must be `name ": " value CRLF`.
+    ///
+    /// # Panics
+    /// When `name` is not a token (RFC 9110 §5.1), when `value` holds a control byte
+    /// other than HTAB, DEL, or leading or trailing whitespace (RFC 9110 §5.5), or when
+    /// `line` is not made of them. In a `const` (as `header!` makes it), that panic is a
+    /// compile error.
+    #[doc(hidden)]
+    pub const fn __checked(name: &'static str, value: &'static str, line: &'static str) -> Header {
+        let (n, v, l) = (name.as_bytes(), value.as_bytes(), line.as_bytes());
+        assert!(!n.is_empty(), "empty field name");
+        let mut i = 0;
+        while i < n.len() {
+            assert!(is_tchar(n[i]), "field name is not a token (RFC 9110 §5.1)");
+            i += 1;
+        }
+        let mut i = 0;
+        while i < v.len() {
+            let b = v[i];
+            assert!(
+                b == b'\t' || (b >= 0x20 && b != 0x7f),
+                "control byte in field value (RFC 9110 §5.5)"
+            );
+            i += 1;
+        }
+        if !v.is_empty() {
+            let (first, last) = (v[0], v[v.len() - 1]);
+            assert!(
+                first != b' ' && first != b'\t' && last != b' ' && last != b'\t',
+                "whitespace around field value"
+            );
+        }
+        assert!(
+            l.len() == n.len() + v.len() + 4,
+            "line is not name: value CRLF"
+        );
+        Header { line }
+    }
+
+    /// The serialized field line, `name ": " value CRLF`.
+    pub const fn as_str(&self) -> &'static str {
+        self.line
+    }
+}
+
+/// Makes a [`Header`] from a field name and value given as string literals, checked
+/// at compile time (RFC 9110 §5.1, §5.5): an invalid one does not compile.
+///
+/// ```
+/// use keel_server::{header, Header};
+/// const TEXT_PLAIN: Header = header!("Content-Type", "text/plain");
+/// assert_eq!(TEXT_PLAIN.as_str(), "Content-Type: text/plain\r\n");
+/// ```
+///
+/// ```compile_fail
+/// // A CR LF in a value would split the response: refused at compile time.
+/// const BAD: keel_server::Header = keel_server::header!("X-Split", "a\r\nSet-Cookie: x");
+/// ```
+#[macro_export]
+macro_rules! header {
+    ($name:literal, $value:literal) => {{
+        const H: $crate::Header =
+            $crate::Header::__checked($name, $value, concat!($name, ": ", $value, "\r\n"));
+        H
+    }};
 }
 
 /// Turns requests into responses. One handler value lives in each worker process and
@@ -193,5 +347,46 @@ where
 {
     fn handle(&mut self, req: &Request<'_>, res: &mut Response) {
         self(req, res)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serialize(res: &Response) -> String {
+        let mut out = Vec::new();
+        let prefix = Prefix::new(std::time::UNIX_EPOCH);
+        res.write_to(&mut out, &prefix, false, false, false);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn field_injection_gives_500() {
+        let mut res = Response::new();
+        res.header("X-A", "a\r\nSet-Cookie: x");
+        let text = serialize(&res);
+        assert!(
+            text.starts_with("HTTP/1.1 500 ") && !text.contains("Set-Cookie"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn static_header_and_body_serialize_in_order() {
+        let mut res = Response::new();
+        res.static_header(crate::header!("Content-Type", "text/plain"))
+            .static_body(b"hi");
+        let text = serialize(&res);
+        assert!(
+            text.starts_with(
+                "HTTP/1.1 200 OK\r\nServer: keel\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("Content-Type: text/plain\r\nContent-Length: 2\r\n\r\nhi"),
+            "{text}"
+        );
     }
 }

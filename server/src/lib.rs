@@ -38,7 +38,7 @@ mod handler;
 mod prefork;
 mod worker;
 
-pub use handler::{Handler, Request, Response};
+pub use handler::{Handler, Header, Request, Response};
 pub use keel_http::{Limits, StatusCode};
 pub use prefork::Server;
 

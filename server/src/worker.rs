@@ -5,11 +5,10 @@
 //! (pipelining), call the handler, append each response to the connection's output →
 //! write once → watch for writability only when a write was short.
 
-use crate::handler::{write_simple, Handler, Request, Response};
+use crate::handler::{write_simple, Handler, Prefix, Request, Response};
 use crate::Config;
 use keel_http::{
-    BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits, HttpDate, RequestParser, Status,
-    StatusCode,
+    BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits, RequestParser, Status, StatusCode,
 };
 use keel_linux::epoll::{Epoll, Events, Interest};
 use keel_linux::io as lio;
@@ -18,7 +17,7 @@ use keel_linux::signal::{SignalFd, SignalSet};
 use keel_linux::socket::{self, Shutdown};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 const LISTENER: u64 = u64::MAX;
 const SIGNALS: u64 = u64::MAX - 1;
@@ -70,35 +69,6 @@ impl Conn {
     }
 }
 
-/// The `Server` and `Date` field lines, rebuilt when the second changes.
-struct DatePrefix {
-    second: u64,
-    bytes: Vec<u8>,
-}
-
-impl DatePrefix {
-    fn new(now: SystemTime) -> DatePrefix {
-        let mut p = DatePrefix {
-            second: u64::MAX,
-            bytes: Vec::with_capacity(64),
-        };
-        p.refresh(now);
-        p
-    }
-
-    fn refresh(&mut self, now: SystemTime) {
-        let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        if second != self.second {
-            self.second = second;
-            self.bytes.clear();
-            self.bytes.extend_from_slice(b"Server: keel\r\nDate: ");
-            self.bytes
-                .extend_from_slice(HttpDate::from_system_time(now).as_bytes());
-            self.bytes.extend_from_slice(b"\r\n");
-        }
-    }
-}
-
 /// What processing buffered input decided.
 enum Next {
     /// Wait for more input.
@@ -119,7 +89,7 @@ pub(crate) struct Worker<H> {
     parser: RequestParser,
     response: Response,
     chunked_body: Vec<u8>,
-    date: DatePrefix,
+    date: Prefix,
     shutdown_deadline: Option<Instant>,
 }
 
@@ -149,7 +119,7 @@ impl<H: Handler> Worker<H> {
             parser,
             response: Response::new(),
             chunked_body: Vec::new(),
-            date: DatePrefix::new(SystemTime::now()),
+            date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
         })
     }
@@ -484,7 +454,7 @@ impl<H: Handler> Worker<H> {
                     } else {
                         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
                     };
-                    return fail(c, &date.bytes, e);
+                    return fail(c, date, e);
                 }
                 return Next::Read;
             }
@@ -495,14 +465,14 @@ impl<H: Handler> Worker<H> {
                     c.head_scanned = buf.len();
                     return Next::Read;
                 }
-                Err(e) => return fail(c, &date.bytes, e.status_hint()),
+                Err(e) => return fail(c, date, e.status_hint()),
             };
             c.head_scanned = 0;
             let req = parser.request(buf);
             let (content, consumed): (&[u8], usize) = match req.body_length() {
                 BodyLength::ContentLength(n) => {
                     if n > config.max_body_size {
-                        return fail(c, &date.bytes, StatusCode::CONTENT_TOO_LARGE);
+                        return fail(c, date, StatusCode::CONTENT_TOO_LARGE);
                     }
                     let end = head_len + n as usize;
                     if buf.len() < end {
@@ -538,10 +508,10 @@ impl<H: Handler> Worker<H> {
                             }
                             return Next::Read;
                         }
-                        Err(e) => return fail(c, &date.bytes, e.status_hint()),
+                        Err(e) => return fail(c, date, e.status_hint()),
                     }
                 }
-                _ => return fail(c, &date.bytes, StatusCode::BAD_REQUEST),
+                _ => return fail(c, date, StatusCode::BAD_REQUEST),
             };
             let keep_alive = req.keep_alive() && shutdown_deadline.is_none();
             let head_only = req.method() == b"HEAD";
@@ -549,13 +519,7 @@ impl<H: Handler> Worker<H> {
             response.reset();
             handler.handle(&Request::new(req, content), response);
             let close = !keep_alive || response.wants_close();
-            response.write_to(
-                &mut c.output,
-                &date.bytes,
-                head_only,
-                close,
-                http10 && !close,
-            );
+            response.write_to(&mut c.output, date, head_only, close, http10 && !close);
             c.start += consumed;
             c.sent_continue = false;
             if close {
@@ -597,7 +561,7 @@ fn decode_chunked(
 }
 
 /// Answers a request the server cannot serve with `status` and closes the connection.
-fn fail(c: &mut Conn, prefix: &[u8], status: StatusCode) -> Next {
+fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
     write_simple(&mut c.output, prefix, status, true);
     c.closing = true;
     c.start = c.input.len();
