@@ -25,6 +25,8 @@ const SIGNALS: u64 = u64::MAX - 1;
 const INITIAL_INPUT: usize = 4096;
 /// Stop reading from a connection while this many response bytes wait to be sent.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
+/// An output buffer larger than this is released once it has been written.
+const MAX_IDLE_OUTPUT: usize = 64 * 1024;
 /// How long a closing connection keeps reading (and discarding) before it is dropped, so
 /// that unread bytes do not turn the close into a reset that destroys the last response.
 const LINGER: Duration = Duration::from_secs(2);
@@ -46,6 +48,18 @@ struct Conn {
     sent_continue: bool,
     /// After the last response: shut down writes, discard input until EOF or this time.
     linger_deadline: Option<Instant>,
+    /// The request at `start` has a complete head and a Content-Length body: do nothing
+    /// until `input[start..]` holds this many bytes (head and body).
+    await_len: usize,
+    /// The request at `start` has a complete head and a chunked body being decoded.
+    chunked: Option<Box<ChunkedBody>>,
+}
+
+/// A chunked request body decoded as it arrives: the decoded content is kept here and
+/// the framing is removed from the input buffer, so neither is looked at twice.
+struct ChunkedBody {
+    decoder: ChunkedDecoder,
+    content: Vec<u8>,
 }
 
 impl Conn {
@@ -61,6 +75,8 @@ impl Conn {
             closing: false,
             sent_continue: false,
             linger_deadline: None,
+            await_len: 0,
+            chunked: None,
         }
     }
 
@@ -88,10 +104,17 @@ pub(crate) struct Worker<H> {
     live: usize,
     parser: RequestParser,
     response: Response,
-    chunked_body: Vec<u8>,
     date: Prefix,
     shutdown_deadline: Option<Instant>,
+    /// Accepting is paused (the listener is out of epoll) until then, after the process
+    /// ran out of file descriptors.
+    accept_paused_until: Option<Instant>,
+    /// Connections in their lingering close.
+    lingering: usize,
 }
+
+/// How long accepting pauses after `EMFILE`/`ENFILE`.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 impl<H: Handler> Worker<H> {
     /// Sets up the loop: `listener` must be listening and non-blocking; the signals of
@@ -118,9 +141,10 @@ impl<H: Handler> Worker<H> {
             live: 0,
             parser,
             response: Response::new(),
-            chunked_body: Vec::new(),
             date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
+            accept_paused_until: None,
+            lingering: 0,
         })
     }
 
@@ -162,7 +186,10 @@ impl<H: Handler> Worker<H> {
         // Wake at least once a second so the Date value stays fresh and lingering
         // connections are dropped on time.
         let mut t = Duration::from_secs(1);
-        if let Some(d) = self.shutdown_deadline {
+        for d in [self.shutdown_deadline, self.accept_paused_until]
+            .into_iter()
+            .flatten()
+        {
             t = t.min(d.saturating_duration_since(Instant::now()));
         }
         Some(t)
@@ -179,9 +206,18 @@ impl<H: Handler> Worker<H> {
                 return;
             }
         }
-        // Lingering connections are few (only those closing); the scan is over the slab,
-        // once a second at most when nothing else happens.
-        // TODO(issue 4): a timer structure for head, idle, body and write timeouts.
+        if self.accept_paused_until.is_some_and(|t| now >= t) {
+            self.accept_paused_until = None;
+            if let Some(l) = &self.listener {
+                let _ = self.epoll.add(l, LISTENER, Interest::READABLE);
+            }
+        }
+        // Only closing connections linger, so this scan of the slab runs only while some
+        // exist. TODO(issue 4): a timer structure for linger, head, idle, body and write
+        // timeouts.
+        if self.lingering == 0 {
+            return;
+        }
         for i in 0..self.conns.len() {
             if let Some(c) = &self.conns[i] {
                 if c.linger_deadline.is_some_and(|d| now >= d) {
@@ -210,6 +246,7 @@ impl<H: Handler> Worker<H> {
         if let Some(l) = self.listener.take() {
             let _ = self.epoll.delete(&l);
         }
+        self.accept_paused_until = None;
         for i in 0..self.conns.len() {
             let Some(c) = self.conns[i].as_ref() else {
                 continue;
@@ -250,9 +287,12 @@ impl<H: Handler> Worker<H> {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if socket::is_out_of_fds(&e) => {
-                    // Out of descriptors: the connection stays queued; level-triggered
-                    // epoll would wake us again at once, so stop for this turn.
-                    // TODO(issue 4): pause accepting with a timer instead of retrying each turn.
+                    // Out of descriptors: the connection stays queued and the listener
+                    // stays readable, so level-triggered epoll would wake us at once,
+                    // forever. Take the listener out of epoll for a while instead.
+                    if self.epoll.delete(listener).is_ok() {
+                        self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                    }
                     return;
                 }
                 // ECONNABORTED and friends concern one connection only.
@@ -263,6 +303,9 @@ impl<H: Handler> Worker<H> {
 
     fn drop_conn(&mut self, i: usize) {
         if let Some(c) = self.conns[i].take() {
+            if c.linger_deadline.is_some() {
+                self.lingering -= 1;
+            }
             let _ = self.epoll.delete(&c.fd);
             drop(c);
             self.free.push(i);
@@ -302,7 +345,10 @@ impl<H: Handler> Worker<H> {
                     let grow = c.input.capacity().min(max_input - c.input.capacity());
                     c.input.reserve_exact(grow);
                 } else {
-                    // The buffered request is at the size limit; process() reports it.
+                    // One request (head and body) fills the largest buffer allowed: the
+                    // parser's limits and the body limit should have answered already;
+                    // refuse it rather than stop reading with data pending.
+                    fail(c, &self.date, StatusCode::CONTENT_TOO_LARGE);
                     break;
                 }
             }
@@ -367,6 +413,9 @@ impl<H: Handler> Worker<H> {
         if pending == 0 {
             c.output.clear();
             c.written = 0;
+            if c.output.capacity() > MAX_IDLE_OUTPUT {
+                c.output = Vec::new();
+            }
             if c.closing {
                 return self.start_linger(i);
             }
@@ -398,6 +447,7 @@ impl<H: Handler> Worker<H> {
             return self.drop_conn(i);
         }
         c.linger_deadline = Some(Instant::now() + LINGER);
+        self.lingering += 1;
         c.input = Vec::new();
         c.output = Vec::new();
         c.start = 0;
@@ -422,7 +472,6 @@ impl<H: Handler> Worker<H> {
             parser,
             handler,
             response,
-            chunked_body,
             date,
             config,
             shutdown_deadline,
@@ -443,19 +492,26 @@ impl<H: Handler> Worker<H> {
                 c.input.clear();
                 c.start = 0;
                 c.head_scanned = 0;
+                // Give back what a large request made the buffer grow to.
+                if c.input.capacity() > 4 * INITIAL_INPUT {
+                    c.input = Vec::with_capacity(INITIAL_INPUT);
+                }
+                return Next::Read;
+            }
+            if buf.len() < c.await_len {
                 return Next::Read;
             }
             // Skip parsing when no new byte can have ended the head: the parse of a
             // slowly arriving head stays O(bytes received), not O(bytes²).
             if c.head_scanned > 0 && !may_end_head(buf, c.head_scanned) {
-                if buf.len() > config.max_head_size() {
-                    let e = if memchr::memchr(b'\n', buf).is_none() {
-                        StatusCode::URI_TOO_LONG
-                    } else {
-                        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
-                    };
-                    return fail(c, date, e);
+                if memchr::memchr(b'\n', buf).is_none() {
+                    if buf.len() >= config.limits.max_request_line_size {
+                        return fail(c, date, StatusCode::URI_TOO_LONG);
+                    }
+                } else if buf.len() > config.max_head_size() {
+                    return fail(c, date, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
                 }
+                c.head_scanned = buf.len();
                 return Next::Read;
             }
             parser.reset();
@@ -468,50 +524,73 @@ impl<H: Handler> Worker<H> {
                 Err(e) => return fail(c, date, e.status_hint()),
             };
             c.head_scanned = 0;
-            let req = parser.request(buf);
-            let (content, consumed): (&[u8], usize) = match req.body_length() {
+            let (body_length, expects_continue) = {
+                let req = parser.request(buf);
+                (req.body_length(), req.expects_continue())
+            };
+            // Where the content is: a range of `input`, or the chunked body's buffer.
+            let (content_range, consumed) = match body_length {
                 BodyLength::ContentLength(n) => {
-                    if n > config.max_body_size {
-                        return fail(c, date, StatusCode::CONTENT_TOO_LARGE);
-                    }
-                    let end = head_len + n as usize;
+                    let end = usize::try_from(n)
+                        .ok()
+                        .and_then(|n| head_len.checked_add(n));
+                    let end = match end {
+                        Some(end) if n <= config.max_body_size => end,
+                        _ => return fail(c, date, StatusCode::CONTENT_TOO_LARGE),
+                    };
                     if buf.len() < end {
-                        if req.expects_continue() && !c.sent_continue {
+                        if expects_continue && !c.sent_continue {
                             c.sent_continue = true;
                             c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
                         }
-                        // Make room for the whole body so reads fill it directly.
-                        let need = c.start + end;
-                        if c.input.capacity() < need {
-                            c.input.reserve_exact(need - c.input.len());
-                        }
-                        // The head parse is redone when the body is complete.
-                        c.head_scanned = 0;
+                        // The reads grow the buffer (doubling, up to the limit) as the
+                        // body arrives; the head is parsed again only once it is all here.
+                        c.await_len = end;
                         return Next::Read;
                     }
-                    (&buf[head_len..end], end)
+                    (Some(head_len..end), end)
                 }
                 BodyLength::Chunked => {
-                    chunked_body.clear();
                     let limits = ChunkedLimits {
                         max_body_size: config.max_body_size,
                         ..ChunkedLimits::default()
                     };
-                    // TODO(issue 4): keep the decoder's state across reads instead of
-                    // decoding a slowly arriving chunked body again from its start.
-                    match decode_chunked(&buf[head_len..], limits, chunked_body) {
-                        Ok(Some(used)) => (&chunked_body[..], head_len + used),
-                        Ok(None) => {
-                            if req.expects_continue() && !c.sent_continue {
-                                c.sent_continue = true;
-                                c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                    let body = c.chunked.get_or_insert_with(|| {
+                        Box::new(ChunkedBody {
+                            decoder: ChunkedDecoder::new(limits),
+                            content: Vec::new(),
+                        })
+                    });
+                    let body_at = c.start + head_len;
+                    match decode_available(body, &c.input[body_at..]) {
+                        Ok((used, done)) => {
+                            // Framing and content already taken: drop them from the input,
+                            // so nothing is decoded twice and framing cannot pile up.
+                            c.input.drain(body_at..body_at + used);
+                            if !done {
+                                if expects_continue && !c.sent_continue {
+                                    c.sent_continue = true;
+                                    c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                                }
+                                return Next::Read;
                             }
-                            return Next::Read;
                         }
-                        Err(e) => return fail(c, date, e.status_hint()),
+                        Err(e) => {
+                            c.chunked = None;
+                            return fail(c, date, e.status_hint());
+                        }
                     }
+                    (None, head_len)
                 }
                 _ => return fail(c, date, StatusCode::BAD_REQUEST),
+            };
+            c.await_len = 0;
+            let buf = &c.input[c.start..];
+            let req = parser.request(buf);
+            let content: &[u8] = match (&content_range, &c.chunked) {
+                (Some(r), _) => &buf[r.clone()],
+                (None, Some(body)) => &body.content,
+                (None, None) => &[],
             };
             let keep_alive = req.keep_alive() && shutdown_deadline.is_none();
             let head_only = req.method() == b"HEAD";
@@ -522,6 +601,7 @@ impl<H: Handler> Worker<H> {
             response.write_to(&mut c.output, date, head_only, close, http10 && !close);
             c.start += consumed;
             c.sent_continue = false;
+            c.chunked = None;
             if close {
                 c.closing = true;
                 return Next::Read;
@@ -540,21 +620,21 @@ fn may_end_head(buf: &[u8], scanned: usize) -> bool {
     })
 }
 
-/// Decodes a whole chunked body from `input` into `out`; `Ok(Some(consumed))` when the
-/// last chunk and trailer section are complete, `Ok(None)` when more input is needed.
-fn decode_chunked(
+/// Decodes what `input` holds of a chunked body into `body.content`; returns the bytes
+/// of `input` used and whether the body (last chunk and trailer section) is complete.
+fn decode_available(
+    body: &mut ChunkedBody,
     input: &[u8],
-    limits: ChunkedLimits,
-    out: &mut Vec<u8>,
-) -> Result<Option<usize>, keel_http::Error> {
-    let mut dec = ChunkedDecoder::new(limits);
+) -> Result<(usize, bool), keel_http::Error> {
     let mut pos = 0;
     loop {
-        let d = dec.decode(&input[pos..])?;
+        let d = body.decoder.decode(&input[pos..])?;
         match d.event {
-            ChunkEvent::Data(r) => out.extend_from_slice(&input[pos + r.start..pos + r.end]),
-            ChunkEvent::NeedMore => return Ok(None),
-            ChunkEvent::End => return Ok(Some(pos + d.consumed)),
+            ChunkEvent::Data(r) => body
+                .content
+                .extend_from_slice(&input[pos + r.start..pos + r.end]),
+            ChunkEvent::NeedMore => return Ok((pos + d.consumed, false)),
+            ChunkEvent::End => return Ok((pos + d.consumed, true)),
         }
         pos += d.consumed;
     }
