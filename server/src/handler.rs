@@ -96,11 +96,14 @@ impl Response {
     /// Adds a field line `name: value` (RFC 9110 §5). `name` must be a token and `value`
     /// visible characters, spaces and tabs only: a name or value that is not (a CR or LF
     /// that would split the response, say) makes the server answer `500` instead of this
-    /// response, so a handler can never send a malformed message. Do not add `Server`,
-    /// `Date`, `Content-Length`, `Transfer-Encoding` or `Connection`: the server owns them.
+    /// response, so a handler can never send a malformed message. The server owns the
+    /// framing and persistence fields `Content-Length`, `Transfer-Encoding` and
+    /// `Connection`: adding one of them also gives `500`. `Server` and `Date` are always
+    /// sent by the server; do not add them again.
     pub fn header(&mut self, name: &str, value: &str) -> &mut Self {
         if keel_http::is_valid_field_name(name.as_bytes())
             && keel_http::is_valid_field_value(value.as_bytes())
+            && !is_server_owned(name)
         {
             keel_http::write_field_line(&mut self.fields, name.as_bytes(), value.as_bytes());
         } else {
@@ -163,12 +166,13 @@ impl Response {
         close: bool,
         keep_alive_10: bool,
     ) {
-        if self.invalid_field {
+        let code = self.status.as_u16();
+        // A 1xx status cannot end a request's response (RFC 9110 §15.2).
+        if self.invalid_field || code < 200 {
             write_simple(out, prefix, StatusCode::INTERNAL_SERVER_ERROR, close);
             return;
         }
-        let code = self.status.as_u16();
-        let bodiless_status = code < 200 || code == 204 || code == 304;
+        let bodiless_status = code == 204 || code == 304;
         let body: &[u8] = self.static_body.unwrap_or(&self.body);
         out.reserve(prefix.ok_head.len() + self.fields.len() + body.len() + 48);
         if self.status == StatusCode::OK {
@@ -246,6 +250,14 @@ pub(crate) fn write_simple(out: &mut Vec<u8>, prefix: &Prefix, status: StatusCod
     out.extend_from_slice(b"\r\n");
 }
 
+/// Fields that decide the message's framing or the connection's persistence (RFC 9112
+/// §6, §9.6): only the server writes them.
+fn is_server_owned(name: &str) -> bool {
+    ["content-length", "transfer-encoding", "connection"]
+        .iter()
+        .any(|owned| name.eq_ignore_ascii_case(owned))
+}
+
 /// A field line fixed when the program is written, checked and serialized at compile
 /// time: make one with [`header!`](crate::header), add it with
 /// [`Response::static_header`]. Adding it costs one copy of its bytes, with no check at
@@ -259,6 +271,20 @@ const fn is_tchar(b: u8) -> bool {
     matches!(b,
         b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.'
         | b'^' | b'_' | b'`' | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
+}
+
+const fn const_eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if !a[i].eq_ignore_ascii_case(&b[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 impl Header {
@@ -297,6 +323,12 @@ impl Header {
         assert!(
             l.len() == n.len() + v.len() + 4,
             "line is not name: value CRLF"
+        );
+        assert!(
+            !const_eq_ignore_case(n, b"content-length")
+                && !const_eq_ignore_case(n, b"transfer-encoding")
+                && !const_eq_ignore_case(n, b"connection"),
+            "Content-Length, Transfer-Encoding and Connection belong to the server"
         );
         Header { line }
     }
@@ -359,6 +391,27 @@ mod tests {
         let prefix = Prefix::new(std::time::UNIX_EPOCH);
         res.write_to(&mut out, &prefix, false, false, false);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn server_owned_fields_from_a_handler_give_500() {
+        for name in ["Content-Length", "transfer-encoding", "CONNECTION"] {
+            let mut res = Response::new();
+            res.header(name, "5").body(b"hello");
+            let text = serialize(&res);
+            assert!(text.starts_with("HTTP/1.1 500 "), "{name}: {text}");
+            assert_eq!(text.matches("Content-Length").count(), 1, "{text}");
+        }
+        let mut res = Response::new();
+        res.header("X-Ok", "1");
+        assert!(serialize(&res).starts_with("HTTP/1.1 200 OK\r\n"));
+    }
+
+    #[test]
+    fn a_1xx_final_status_gives_500() {
+        let mut res = Response::new();
+        res.set_status(StatusCode::CONTINUE);
+        assert!(serialize(&res).starts_with("HTTP/1.1 500 "));
     }
 
     #[test]
