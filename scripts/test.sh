@@ -42,3 +42,5 @@ echo "== cargo test"
 # (`cargo test --all-targets` would build them as test harnesses instead).
 cargo build --workspace --examples --quiet
 cargo test --workspace
+echo "== fix-check (the newest fixes of conformance/fixes.toml are caught by their tests)"
+cargo run --release --quiet -p keel-conformance --bin fix-check -- --newest 3

@@ -1,4 +1,11 @@
-//! keel-conformance: differential tests against independent implementations, the fix ledger and mutation checks.
+//! keel-conformance: evidence that keel does what it claims.
 //!
-//! **Not implemented yet.** This crate is an empty placeholder in the workspace so the
-//! layering of `DESIGN.md` is visible from the start; it exports nothing and does nothing.
+//! What it has today: the fix ledger (`conformance/fixes.toml`: one entry per bug fix,
+//! naming the commit of the fix and the tests that catch it) and the mutation check over
+//! it (the `fix-check` binary), which undoes each fix on a scratch worktree and proves
+//! its tests then fail. The differential tests against independent implementations
+//! (Python's standard library, OpenSSL's tools, PostgreSQL, Redis, x509-limbo, llhttp's
+//! corpus) are not here yet.
+#![warn(missing_docs)]
+
+pub mod ledger;

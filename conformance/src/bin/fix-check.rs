@@ -1,0 +1,247 @@
+//! fix-check: proves that every fix in the ledger is caught by its tests.
+//!
+//! For each fix (all, the ids given, or the newest N): on a scratch git worktree of
+//! HEAD, undo the fix's non-test changes (test files and the unit-test module at the
+//! bottom of a source file are kept), build, and run the fix's tests. CAUGHT when a
+//! test then fails, MISSED when they all pass (or when the fix cannot be undone or built:
+//! unproven). Fixes of one commit share one worktree; every worktree shares the target
+//! directory `target/fix-check`, so each build is incremental. Ends with
+//! `N caught, M missed` and exits non-zero when anything was missed.
+//!
+//! `cargo run --release -p keel-conformance --bin fix-check [-- ID ...] [--newest N]`
+
+use clap::Parser;
+use keel_conformance::ledger::{self, git, Fix};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Parser)]
+#[command(about = "Undo each fix of conformance/fixes.toml and check that its tests fail")]
+struct Args {
+    /// Fix ids to check (default: all).
+    ids: Vec<String>,
+    /// Check only the newest N entries (the last N of the file).
+    #[arg(long)]
+    newest: Option<usize>,
+    /// Seconds one test may run on the undone code (a fix for a hang makes its test hang).
+    #[arg(long, default_value_t = 300)]
+    test_timeout: u64,
+}
+
+enum Outcome {
+    Caught(String),
+    Missed(String),
+}
+
+fn main() {
+    let args = Args::parse();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf();
+    let fixes = match ledger::load(&root.join("conformance/fixes.toml")) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("fix-check: {e}");
+            std::process::exit(2);
+        }
+    };
+    let mut selected: Vec<Fix> = if args.ids.is_empty() {
+        fixes.clone()
+    } else {
+        let mut v = Vec::new();
+        for id in &args.ids {
+            match fixes.iter().find(|f| &f.id == id) {
+                Some(f) => v.push(f.clone()),
+                None => {
+                    eprintln!("fix-check: no fix {id} in the ledger");
+                    std::process::exit(2);
+                }
+            }
+        }
+        v
+    };
+    if let Some(n) = args.newest {
+        let skip = selected.len().saturating_sub(n);
+        selected.drain(..skip);
+    }
+    let target_dir = root.join("target/fix-check");
+    let mut caught = 0;
+    let mut missed = 0;
+    // Group by commit, keeping the ledger's order.
+    let mut commits: Vec<String> = Vec::new();
+    for f in &selected {
+        if !commits.contains(&f.commit) {
+            commits.push(f.commit.clone());
+        }
+    }
+    for commit in commits {
+        let group: Vec<&Fix> = selected.iter().filter(|f| f.commit == commit).collect();
+        let outcomes = check_commit(&root, &target_dir, &commit, &group, args.test_timeout);
+        for (fix, outcome) in group.iter().zip(outcomes) {
+            match outcome {
+                Outcome::Caught(how) => {
+                    caught += 1;
+                    println!("CAUGHT {} ({how})", fix.id);
+                }
+                Outcome::Missed(why) => {
+                    missed += 1;
+                    println!("MISSED {}: {why}", fix.id);
+                }
+            }
+        }
+    }
+    println!("{caught} caught, {missed} missed");
+    if missed > 0 {
+        std::process::exit(1);
+    }
+}
+
+/// Undoes `commit`'s code changes on a scratch worktree and runs each fix's tests.
+fn check_commit(
+    root: &Path,
+    target_dir: &Path,
+    commit: &str,
+    group: &[&Fix],
+    timeout: u64,
+) -> Vec<Outcome> {
+    let all_missed = |why: String| group.iter().map(|_| Outcome::Missed(why.clone())).collect();
+    let scratch = std::env::temp_dir().join(format!(
+        "keel-fix-check-{}-{}",
+        std::process::id(),
+        &commit[..12.min(commit.len())]
+    ));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let scratch_s = scratch.to_string_lossy().into_owned();
+    if let Err(e) = git(
+        root,
+        &["worktree", "add", "--quiet", "--detach", &scratch_s, "HEAD"],
+    ) {
+        return all_missed(format!("cannot make a worktree: {e}"));
+    }
+    let result = (|| -> Result<Vec<Outcome>, String> {
+        let patch = fix_patch(root, commit)?;
+        let patch_path = scratch.join(".fix-check.patch");
+        std::fs::write(&patch_path, patch).map_err(|e| e.to_string())?;
+        git(
+            &scratch,
+            &["apply", "-R", "--unidiff-zero", ".fix-check.patch"],
+        )
+        .map_err(|e| format!("the fix does not undo cleanly on HEAD: {e}"))?;
+        let _ = std::fs::remove_file(&patch_path);
+        Ok(group
+            .iter()
+            .map(|fix| run_tests(&scratch, target_dir, fix, timeout))
+            .collect())
+    })();
+    let _ = git(root, &["worktree", "remove", "--force", &scratch_s]);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result.unwrap_or_else(all_missed)
+}
+
+/// The commit's changes to code (not to tests) as a zero-context patch.
+fn fix_patch(root: &Path, commit: &str) -> Result<String, String> {
+    let parent = format!("{commit}^");
+    let files = git(root, &["diff", "--name-only", &parent, commit])?;
+    let mut patch = String::new();
+    for file in files.lines().filter(|f| !ledger::is_test_path(f)) {
+        let diff = git(root, &["diff", "--unified=0", &parent, commit, "--", file])?;
+        let test_start = if file.ends_with(".rs") {
+            git(root, &["show", &format!("{commit}:{file}")])
+                .ok()
+                .and_then(|src| ledger::test_module_start(&src))
+        } else {
+            None
+        };
+        if let Some(p) = ledger::code_hunks(&diff, test_start) {
+            patch.push_str(&p);
+        }
+    }
+    if patch.is_empty() {
+        return Err("the commit changes only tests".into());
+    }
+    Ok(patch)
+}
+
+fn cargo(
+    dir: &Path,
+    target_dir: &Path,
+    args: &[&str],
+    timeout: Option<u64>,
+) -> std::io::Result<std::process::Output> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = match timeout {
+        Some(t) => {
+            let mut c = Command::new("timeout");
+            c.arg(t.to_string()).arg(&cargo);
+            c
+        }
+        None => Command::new(&cargo),
+    };
+    cmd.args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir)
+        .output()
+}
+
+fn run_tests(dir: &Path, target_dir: &Path, fix: &Fix, timeout: u64) -> Outcome {
+    // Integration tests may run the crate's examples: build them first.
+    match cargo(
+        dir,
+        target_dir,
+        &["build", "-q", "-p", &fix.krate, "--examples"],
+        None,
+    ) {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            return Outcome::Missed(format!(
+                "the code without the fix does not build: {}",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .take(5)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ))
+        }
+        Err(e) => return Outcome::Missed(format!("cargo: {e}")),
+    }
+    let mut failed = Vec::new();
+    for t in &fix.tests {
+        let (target, name) = ledger::split_test(t).expect("checked by ledger::load");
+        let mut sel = vec!["test", "-q", "-p", fix.krate.as_str()];
+        if target == "lib" {
+            sel.push("--lib");
+        } else {
+            sel.extend(["--test", target]);
+        }
+        let mut list = sel.clone();
+        list.extend(["--", "--list"]);
+        let listed = cargo(dir, target_dir, &list, None)
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .any(|l| l == format!("{name}: test"))
+            })
+            .unwrap_or(false);
+        if !listed {
+            return Outcome::Missed(format!(
+                "test {t} does not exist (or does not build) without the fix"
+            ));
+        }
+        let mut run = sel.clone();
+        run.extend(["--", "--exact", name]);
+        match cargo(dir, target_dir, &run, Some(timeout)) {
+            Ok(o) if !o.status.success() => failed.push(t.clone()),
+            Ok(_) => {}
+            Err(e) => return Outcome::Missed(format!("cargo: {e}")),
+        }
+    }
+    if failed.is_empty() {
+        Outcome::Missed(format!(
+            "every test passes without the fix: {}",
+            fix.tests.join(", ")
+        ))
+    } else {
+        Outcome::Caught(format!("failed without the fix: {}", failed.join(", ")))
+    }
+}
