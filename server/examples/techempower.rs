@@ -22,6 +22,21 @@ struct Args {
     /// Worker processes [default: the number of CPUs].
     #[arg(long)]
     workers: Option<usize>,
+    /// Milliseconds from a request head's first byte to its last [default: 20000].
+    #[arg(long)]
+    header_timeout_ms: Option<u64>,
+    /// Milliseconds a request body may pause [default: 30000].
+    #[arg(long)]
+    body_timeout_ms: Option<u64>,
+    /// Milliseconds a connection may idle between requests [default: 60000].
+    #[arg(long)]
+    keep_alive_timeout_ms: Option<u64>,
+    /// Milliseconds a response write may make no progress [default: 30000].
+    #[arg(long)]
+    write_timeout_ms: Option<u64>,
+    /// Milliseconds workers have to finish in-flight requests on SIGTERM [default: 5000].
+    #[arg(long)]
+    shutdown_timeout_ms: Option<u64>,
 }
 
 fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
@@ -60,6 +75,19 @@ fn main() {
     let mut config = Config::new(args.addr);
     if let Some(n) = args.workers {
         config.workers = n;
+    }
+    let ms = std::time::Duration::from_millis;
+    let t = &mut config.timeouts;
+    for (arg, slot) in [
+        (args.header_timeout_ms, &mut t.header_read),
+        (args.body_timeout_ms, &mut t.body_read),
+        (args.keep_alive_timeout_ms, &mut t.keep_alive),
+        (args.write_timeout_ms, &mut t.write),
+        (args.shutdown_timeout_ms, &mut config.shutdown_timeout),
+    ] {
+        if let Some(v) = arg {
+            *slot = ms(v);
+        }
     }
     let server = match Server::bind(config) {
         Ok(s) => s,

@@ -36,6 +36,7 @@
 
 mod handler;
 mod prefork;
+mod timer;
 mod worker;
 
 pub use handler::{Handler, Header, Request, Response};
@@ -66,6 +67,38 @@ pub struct Config {
     /// How long workers may take to finish in-flight requests after `SIGTERM`/`SIGINT`
     /// (default 5 s); connections still open then are closed.
     pub shutdown_timeout: Duration,
+    /// Per-connection timeouts.
+    pub timeouts: Timeouts,
+}
+
+/// How long a connection may take over each thing it does; each fires within 100 ms
+/// after it passes. A request begun but not complete gets `408 Request Timeout` and the
+/// connection closes; otherwise the connection just closes.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// From the first byte of a request head to its last (default 20 s). It does not
+    /// restart as bytes trickle in, so a slowloris client cannot hold a connection by
+    /// sending a byte now and then.
+    pub header_read: Duration,
+    /// Longest wait for the next byte of a request body (default 30 s).
+    pub body_read: Duration,
+    /// How long a connection may sit idle between requests (default 60 s; also the wait
+    /// for the first request).
+    pub keep_alive: Duration,
+    /// Longest wait for a write to make progress while a client does not read its
+    /// responses (default 30 s).
+    pub write: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            header_read: Duration::from_secs(20),
+            body_read: Duration::from_secs(30),
+            keep_alive: Duration::from_secs(60),
+            write: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Config {
@@ -78,6 +111,7 @@ impl Config {
             max_body_size: 1 << 20,
             max_connections: 100_000,
             shutdown_timeout: Duration::from_secs(5),
+            timeouts: Timeouts::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 //! write once → watch for writability only when a write was short.
 
 use crate::handler::{write_simple, Handler, Prefix, Request, Response};
+use crate::timer::{Entry, Wheel, NOT_FILED};
 use crate::Config;
 use keel_http::{
     BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits, RequestParser, Status, StatusCode,
@@ -53,6 +54,19 @@ struct Conn {
     await_len: usize,
     /// The request at `start` has a complete head and a chunked body being decoded.
     chunked: Option<Box<ChunkedBody>>,
+    /// When the first byte of the request at `start` arrived (`None`: no request begun).
+    head_since: Option<Instant>,
+    /// When bytes last arrived.
+    last_read: Instant,
+    /// When a write last made progress.
+    last_write: Instant,
+    /// When the connection last became idle (accepted, or its last response written).
+    idle_since: Instant,
+    /// The deadline of what the connection is doing now (see [`Worker::arm`]).
+    deadline: Instant,
+    /// The tick of its live entry in the timer wheel (at or before `deadline`), or
+    /// `NOT_FILED`.
+    filed_tick: u64,
 }
 
 /// A chunked request body decoded as it arrives: the decoded content is kept here and
@@ -63,7 +77,7 @@ struct ChunkedBody {
 }
 
 impl Conn {
-    fn new(fd: OwnedFd) -> Conn {
+    fn new(fd: OwnedFd, now: Instant) -> Conn {
         Conn {
             fd,
             input: Vec::with_capacity(INITIAL_INPUT),
@@ -77,6 +91,12 @@ impl Conn {
             linger_deadline: None,
             await_len: 0,
             chunked: None,
+            head_since: None,
+            last_read: now,
+            last_write: now,
+            idle_since: now,
+            deadline: now,
+            filed_tick: NOT_FILED,
         }
     }
 
@@ -109,8 +129,14 @@ pub(crate) struct Worker<H> {
     /// Accepting is paused (the listener is out of epoll) until then, after the process
     /// ran out of file descriptors.
     accept_paused_until: Option<Instant>,
-    /// Connections in their lingering close.
-    lingering: usize,
+    /// Connection deadlines.
+    wheel: Wheel,
+    /// Entries that came due this turn (kept to reuse its allocation).
+    due: Vec<Entry>,
+    /// Generation of each slab slot, bumped when its connection goes.
+    generations: Vec<u32>,
+    /// The time, read once per loop turn.
+    now: Instant,
 }
 
 /// How long accepting pauses after `EMFILE`/`ENFILE`.
@@ -144,7 +170,10 @@ impl<H: Handler> Worker<H> {
             date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
             accept_paused_until: None,
-            lingering: 0,
+            wheel: Wheel::new(Instant::now()),
+            due: Vec::new(),
+            generations: Vec::new(),
+            now: Instant::now(),
         })
     }
 
@@ -159,6 +188,7 @@ impl<H: Handler> Worker<H> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
+            self.now = Instant::now();
             self.date.refresh(SystemTime::now());
             for ev in events.iter() {
                 match ev.token() {
@@ -175,7 +205,7 @@ impl<H: Handler> Worker<H> {
                     }
                 }
             }
-            self.expire(Instant::now());
+            self.expire();
             if self.shutdown_deadline.is_some() && self.live == 0 {
                 return Ok(());
             }
@@ -183,19 +213,25 @@ impl<H: Handler> Worker<H> {
     }
 
     fn next_timeout(&self) -> Option<Duration> {
-        // Wake at least once a second so the Date value stays fresh and lingering
-        // connections are dropped on time.
+        // Wake at least once a second so the Date value stays fresh.
         let mut t = Duration::from_secs(1);
-        for d in [self.shutdown_deadline, self.accept_paused_until]
-            .into_iter()
-            .flatten()
+        let now = Instant::now();
+        for d in [
+            self.shutdown_deadline,
+            self.accept_paused_until,
+            self.wheel.next_due(now + t),
+        ]
+        .into_iter()
+        .flatten()
         {
-            t = t.min(d.saturating_duration_since(Instant::now()));
+            t = t.min(d.saturating_duration_since(now));
         }
         Some(t)
     }
 
-    fn expire(&mut self, now: Instant) {
+    fn expire(&mut self) {
+        let now = Instant::now();
+        self.now = now;
         if let Some(d) = self.shutdown_deadline {
             if now >= d {
                 for i in 0..self.conns.len() {
@@ -212,18 +248,73 @@ impl<H: Handler> Worker<H> {
                 let _ = self.epoll.add(l, LISTENER, Interest::READABLE);
             }
         }
-        // Only closing connections linger, so this scan of the slab runs only while some
-        // exist. TODO(issue 4): a timer structure for linger, head, idle, body and write
-        // timeouts.
-        if self.lingering == 0 {
-            return;
-        }
-        for i in 0..self.conns.len() {
-            if let Some(c) = &self.conns[i] {
-                if c.linger_deadline.is_some_and(|d| now >= d) {
-                    self.drop_conn(i);
-                }
+        let mut due = std::mem::take(&mut self.due);
+        self.wheel.take_due(now, &mut due);
+        for e in due.iter() {
+            if self.generations.get(e.index) != Some(&e.generation) {
+                continue;
             }
+            let Some(c) = self.conns[e.index].as_mut() else {
+                continue;
+            };
+            if c.filed_tick != e.tick {
+                // Superseded by an earlier entry.
+                continue;
+            }
+            if c.deadline > now {
+                // The deadline moved later since the entry was filed.
+                c.filed_tick = self.wheel.insert(e.index, e.generation, c.deadline);
+            } else {
+                c.filed_tick = NOT_FILED;
+                self.time_out(e.index);
+            }
+        }
+        self.due = due;
+    }
+
+    /// Files connection `i`'s deadline for what it is doing now: writing (no progress
+    /// for `write_timeout`), receiving a head (`header_read_timeout` from its first
+    /// byte, however slowly the rest arrives), receiving a body (`body_read_timeout`
+    /// without a byte), lingering, or idle between requests (`keep_alive_timeout`).
+    fn arm(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        let t = &self.config.timeouts;
+        c.deadline = if let Some(d) = c.linger_deadline {
+            d
+        } else if c.written < c.output.len() {
+            c.last_write + t.write
+        } else if c.await_len > 0 || c.chunked.is_some() {
+            c.last_read + t.body_read
+        } else if let Some(since) = c.head_since {
+            since + t.header_read
+        } else {
+            c.idle_since + t.keep_alive
+        };
+        // Lazy: a live entry at or before the deadline will look again when it is due.
+        if c.filed_tick == NOT_FILED || self.wheel.tick_for(c.deadline) < c.filed_tick {
+            c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
+        }
+    }
+
+    /// Connection `i`'s deadline passed: a request begun gets 408 (RFC 9110 §15.5.9) and
+    /// a lingering close; an idle, lingering or stuck-writing connection is dropped.
+    fn time_out(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        // Bytes of a request arrived (a connection that never sent any is just closed).
+        let receiving = c.start < c.input.len() || c.await_len > 0 || c.chunked.is_some();
+        if c.linger_deadline.is_none() && c.written == c.output.len() && receiving && !c.closing {
+            c.chunked = None;
+            c.await_len = 0;
+            c.head_since = None;
+            fail(c, &self.date, StatusCode::REQUEST_TIMEOUT);
+            self.flush(i);
+            self.arm(i);
+        } else {
+            self.drop_conn(i);
         }
     }
 
@@ -281,7 +372,16 @@ impl<H: Handler> Worker<H> {
                         self.free.push(i);
                         continue;
                     }
-                    self.conns[i] = Some(Conn::new(fd));
+                    if self.generations.len() <= i {
+                        self.generations.resize(i + 1, 0);
+                    }
+                    // The first request's head must arrive within the header timeout,
+                    // counted from the connection.
+                    let mut c = Conn::new(fd, self.now);
+                    c.head_since = Some(self.now);
+                    c.deadline = self.now + self.config.timeouts.header_read;
+                    c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
+                    self.conns[i] = Some(c);
                     self.live += 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -303,9 +403,8 @@ impl<H: Handler> Worker<H> {
 
     fn drop_conn(&mut self, i: usize) {
         if let Some(c) = self.conns[i].take() {
-            if c.linger_deadline.is_some() {
-                self.lingering -= 1;
-            }
+            // Entries in the wheel for this slot are now stale.
+            self.generations[i] = self.generations[i].wrapping_add(1);
             let _ = self.epoll.delete(&c.fd);
             drop(c);
             self.free.push(i);
@@ -358,7 +457,13 @@ impl<H: Handler> Worker<H> {
                     eof = true;
                     0
                 }
-                Ok(n) => n,
+                Ok(n) => {
+                    c.last_read = self.now;
+                    if c.head_since.is_none() {
+                        c.head_since = Some(self.now);
+                    }
+                    n
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => return self.drop_conn(i),
@@ -377,6 +482,7 @@ impl<H: Handler> Worker<H> {
             }
         }
         self.flush(i);
+        self.arm(i);
     }
 
     fn on_writable(&mut self, i: usize) {
@@ -394,6 +500,7 @@ impl<H: Handler> Worker<H> {
                 self.flush(i);
             }
         }
+        self.arm(i);
     }
 
     /// Writes pending output once; arms or disarms EPOLLOUT; closes when done and closing.
@@ -403,7 +510,10 @@ impl<H: Handler> Worker<H> {
         };
         while c.written < c.output.len() {
             match lio::write(&c.fd, &c.output[c.written..]) {
-                Ok(n) => c.written += n,
+                Ok(n) => {
+                    c.written += n;
+                    c.last_write = self.now;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => return self.drop_conn(i),
@@ -413,6 +523,7 @@ impl<H: Handler> Worker<H> {
         if pending == 0 {
             c.output.clear();
             c.written = 0;
+            c.idle_since = self.now;
             if c.output.capacity() > MAX_IDLE_OUTPUT {
                 c.output = Vec::new();
             }
@@ -446,8 +557,7 @@ impl<H: Handler> Worker<H> {
         if socket::shutdown(&c.fd, Shutdown::Write).is_err() {
             return self.drop_conn(i);
         }
-        c.linger_deadline = Some(Instant::now() + LINGER);
-        self.lingering += 1;
+        c.linger_deadline = Some(self.now + LINGER);
         c.input = Vec::new();
         c.output = Vec::new();
         c.start = 0;
@@ -475,6 +585,7 @@ impl<H: Handler> Worker<H> {
             date,
             config,
             shutdown_deadline,
+            now,
             ..
         } = self;
         let c = conns[i]
@@ -602,6 +713,8 @@ impl<H: Handler> Worker<H> {
             c.start += consumed;
             c.sent_continue = false;
             c.chunked = None;
+            // The next pipelined request, if any bytes of it are here, began now.
+            c.head_since = (c.start < c.input.len()).then_some(*now);
             if close {
                 c.closing = true;
                 return Next::Read;

@@ -32,8 +32,14 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts `techempower --addr 127.0.0.1:0 --workers N` and waits for "listening on".
     pub fn start(workers: usize) -> ServerProcess {
+        Self::start_with(workers, &[])
+    }
+
+    /// As [`ServerProcess::start`], with more arguments.
+    pub fn start_with(workers: usize, extra: &[&str]) -> ServerProcess {
         let mut child = Command::new(example_path("techempower"))
             .args(["--addr", "127.0.0.1:0", "--workers", &workers.to_string()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
