@@ -42,23 +42,32 @@ impl Server {
     /// Reserves `config.addr` (with `SO_REUSEADDR` and `SO_REUSEPORT`) and resolves port 0.
     ///
     /// # Errors
-    /// [`Error::Bind`] when the address cannot be bound; [`Error::NoWorkers`] when
-    /// `config.workers` is 0.
+    /// [`Error::Bind`] when the address cannot be bound, including when another process
+    /// (of any user, keel or not) already listens on it (`EADDRINUSE`: "Address in
+    /// use"); [`Error::NoWorkers`] when `config.workers` is 0.
     pub fn bind(mut config: Config) -> Result<Server, Error> {
         if config.workers == 0 {
             return Err(Error::NoWorkers);
         }
-        let bind_err = |source| Error::Bind {
-            addr: config.addr,
-            source,
+        let bind_err = |addr| move |source| Error::Bind { addr, source };
+        // First without SO_REUSEPORT: that bind fails if anything listens on the
+        // address, where one with SO_REUSEPORT would silently join another server of the
+        // same user and split its connections. It also resolves port 0.
+        let probe = ListenOptions {
+            reuse_port: false,
+            backlog: None,
+            ..ListenOptions::default()
         };
+        let fd = socket::tcp_listener(config.addr, &probe).map_err(bind_err(config.addr))?;
+        config.addr = socket::local_addr(&fd).map_err(bind_err(config.addr))?;
+        drop(fd);
+        // Then the reservation the workers join.
         let opts = ListenOptions {
             reuse_port: true,
             backlog: None,
             ..ListenOptions::default()
         };
-        let fd = socket::tcp_listener(config.addr, &opts).map_err(bind_err)?;
-        config.addr = socket::local_addr(&fd).map_err(bind_err)?;
+        let fd = socket::tcp_listener(config.addr, &opts).map_err(bind_err(config.addr))?;
         Ok(Server {
             config,
             _reservation: fd,

@@ -185,3 +185,33 @@ fn idle_connections_release_large_buffers() {
         "worker RSS grew from {before} KiB to {after} KiB"
     );
 }
+
+/// A second server on an address another one already listens on must fail with
+/// "address in use", not silently join the port through SO_REUSEPORT and take a share
+/// of its connections.
+#[test]
+fn a_second_server_on_a_busy_port_fails() {
+    let first = ServerProcess::start(1);
+    let mut second = std::process::Command::new(example_path("techempower"))
+        .args(["--addr", &first.addr.to_string(), "--workers", "1"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run a second server");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while second.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let running = second.try_wait().unwrap().is_none();
+    if running {
+        // Stop it and its workers (they die with their parent).
+        let _ = second.kill();
+    }
+    let out = second.wait_with_output().unwrap();
+    assert!(!running, "the second server started on a busy port");
+    assert!(!out.status.success(), "the second server must fail");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("in use"), "says why: {stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"));
+}
