@@ -12,13 +12,20 @@ use core::fmt;
 use memchr::memchr;
 
 use crate::chars::{
-    find_control_or_del, is_ows, is_tchar, trim_ows, HOST, REQUEST_TARGET, REQUEST_TARGET_PATH,
+    all_host, control_or_del_offset, field_name_len, find_control_or_del, is_host_value, is_ows,
+    is_tchar, non_target_offset, non_target_path_offset, trim_ows, HOST,
 };
 use crate::error::Error;
 
 /// How many empty lines (CRLF or bare LF) may come before the request-line;
 /// RFC 9112 §2.2 asks servers to ignore "at least one".
 const MAX_LEADING_EMPTY_LINES: u8 = 4;
+
+/// `b"GET "`, `b"HTTP/1.1"` and `b"HTTP/1.0"` read as little-endian
+/// integers, compared in one instruction by the fast path.
+const GET_SP: u32 = u32::from_le_bytes(*b"GET ");
+const HTTP_1_1: u64 = u64::from_le_bytes(*b"HTTP/1.1");
+const HTTP_1_0: u64 = u64::from_le_bytes(*b"HTTP/1.0");
 
 /// Each limit is clamped to this many bytes, so that every offset into the
 /// head fits in a `u32` (leading empty lines + request-line + field section
@@ -366,6 +373,23 @@ impl RequestParser {
             self.scan,
             buf.len()
         );
+        // A fresh parse over a buffer that usually holds the whole head: try
+        // the one-pass fast path, and on anything it does not handle run the
+        // general path from the start, so results and errors are the same.
+        if self.phase == Phase::RequestLine && self.scan == 0 {
+            if let Some(head_len) = self.parse_whole_head(buf) {
+                return Ok(Status::Complete(head_len));
+            }
+            self.fields.clear();
+            self.framing = Framing::default();
+        }
+        self.parse_general(buf)
+    }
+
+    /// The general path of [`parse`](Self::parse): line by line, resumable,
+    /// with every error. Kept out of line so the fast path stays small.
+    #[inline(never)]
+    fn parse_general(&mut self, buf: &[u8]) -> Result<Status, Error> {
         let result = self.parse_lines(buf);
         if let Err(error) = result {
             self.phase = Phase::Failed(error);
@@ -393,6 +417,139 @@ impl RequestParser {
         Request { parser: self, head }
     }
 
+    /// The fast path of [`parse`](Self::parse) for a fresh parser (nothing
+    /// scanned yet) whose `buf` already holds the whole head.
+    ///
+    /// It parses the head in one pass of straight-line code, without the
+    /// per-line state machine of [`Self::parse_lines`]: `GET ` and
+    /// `HTTP/1.1` CRLF are compared as integers, the request-target and the
+    /// field values are scanned eight or sixteen bytes at a time, and no
+    /// [`Error`] is built. It accepts only what the general path accepts, with
+    /// the same results and the same limits, and returns `None` for anything
+    /// else: an incomplete head, any error, leading empty lines, or a limit
+    /// reached. The caller then clears the fields and framing it may have
+    /// recorded and runs the general path from byte 0, which finds the same
+    /// `Partial` or error it always did.
+    fn parse_whole_head(&mut self, buf: &[u8]) -> Option<usize> {
+        // request-line = method SP request-target SP HTTP-version
+        let line = &buf[..buf.len().min(self.limits.max_request_line_size)];
+        let method_len = match line.first_chunk::<4>() {
+            Some(m) if u32::from_le_bytes(*m) == GET_SP => 3,
+            _ => {
+                let len = line.iter().take_while(|&&b| is_tchar(b)).count();
+                if len == 0 || line.get(len) != Some(&b' ') {
+                    return None;
+                }
+                len
+            }
+        };
+        let (method, rest) = line.split_at(method_len);
+        let rest = &rest[1..];
+        let mut target_len = non_target_path_offset(rest);
+        let question = (rest.get(target_len) == Some(&b'?')).then_some(target_len);
+        if question.is_some() {
+            target_len += 1 + non_target_offset(&rest[target_len + 1..]);
+        }
+        let (target, rest) = rest.split_at(target_len);
+        let (&sp, rest) = rest.split_first()?;
+        if target.is_empty() || sp != b' ' {
+            return None;
+        }
+        let (version, rest) = rest.split_first_chunk::<8>()?;
+        let version = match u64::from_le_bytes(*version) {
+            HTTP_1_1 => Version::Http11,
+            HTTP_1_0 => Version::Http10,
+            _ => return None,
+        };
+        let line_end = match rest {
+            [b'\r', b'\n', ..] => 2,
+            [b'\n', ..] => 1,
+            _ => return None,
+        };
+        let target_start = method_len + 1;
+        let fields_start = target_start + target_len + 1 + 8 + line_end;
+        // origin-form is decided here; the other forms by `classify_target`.
+        let (form, path, query) = if target[0] == b'/' && method != b"CONNECT" {
+            match question {
+                Some(q) => (RequestTarget::Origin, 0..q, Some(q + 1..target_len)),
+                None => (RequestTarget::Origin, 0..target_len, None),
+            }
+        } else {
+            classify_target(method, target, question).ok()?
+        };
+        self.version = version;
+
+        // *( field-line CRLF ) CRLF, within the field section limit. `rest`
+        // is the rest of the window, from the start of the current line.
+        let window = &buf[..buf
+            .len()
+            .min(fields_start + self.limits.max_field_section_size)];
+        let mut rest = window.get(fields_start..)?;
+        let (end, head_len) = loop {
+            let start = window.len() - rest.len();
+            match rest {
+                [b'\r', b'\n', ..] => break (start, start + 2),
+                [b'\n', ..] => break (start, start + 1),
+                _ => {}
+            }
+            if self.fields.len() >= self.limits.max_fields {
+                return None;
+            }
+            // field-line = field-name ":" OWS field-value OWS
+            let name_len = field_name_len(rest)?;
+            let (name, colon) = rest.split_at(name_len);
+            let mut value = &colon[1..];
+            // Usually exactly one SP.
+            match value {
+                [b' ', next, ..] if !is_ows(*next) => value = &value[1..],
+                _ => {
+                    while let [b' ' | b'\t', tail @ ..] = value {
+                        value = tail;
+                    }
+                }
+            }
+            // `value` runs to the end of the window; find the line end.
+            let mut len = 0;
+            let line_end_len = loop {
+                len += control_or_del_offset(&value[len..]);
+                match &value[len..] {
+                    [b'\t', ..] => len += 1,
+                    [b'\r', b'\n', ..] => break 2,
+                    [b'\n', ..] => break 1,
+                    _ => return None,
+                }
+            };
+            let mut trimmed = &value[..len];
+            while let [head @ .., b' ' | b'\t'] = trimmed {
+                trimmed = head;
+            }
+            if is_host(name) {
+                self.note_host(is_host_value(value, trimmed.len())).ok()?;
+            } else {
+                self.note_field(name, trimmed).ok()?;
+            }
+            let value_start = window.len() - value.len();
+            self.fields.push(FieldSpan {
+                name: Span::new(start, start + name_len),
+                value: Span::new(value_start, value_start + trimmed.len()),
+            });
+            rest = &value[len + line_end_len..];
+        };
+        self.check_framing().ok()?;
+
+        self.phase = Phase::Complete;
+        self.line_start = end;
+        self.scan = end;
+        self.fields_start = fields_start;
+        self.head_len = head_len;
+        self.method = Span::new(0, method_len);
+        self.target = Span::new(target_start, target_start + target_len);
+        self.form = form;
+        self.path = Span::new(target_start + path.start, target_start + path.end);
+        self.query = query.map(|q| Span::new(target_start + q.start, target_start + q.end));
+        Some(head_len)
+    }
+
     /// Parses lines until the head ends or the bytes run out.
     ///
     /// Each line is scanned once, validating as it goes and stopping at its
@@ -403,19 +560,9 @@ impl RequestParser {
     fn parse_lines(&mut self, buf: &[u8]) -> Result<Status, Error> {
         loop {
             // The current line, LF included, must end before `limit_end`.
-            let (limit_end, too_long) = match self.phase {
-                Phase::RequestLine => (
-                    self.line_start + self.limits.max_request_line_size,
-                    Error::RequestLineTooLong {
-                        limit: self.limits.max_request_line_size,
-                    },
-                ),
-                Phase::Fields => (
-                    self.fields_start + self.limits.max_field_section_size,
-                    Error::FieldSectionTooLarge {
-                        limit: self.limits.max_field_section_size,
-                    },
-                ),
+            let limit_end = match self.phase {
+                Phase::RequestLine => self.line_start + self.limits.max_request_line_size,
+                Phase::Fields => self.fields_start + self.limits.max_field_section_size,
                 // `parse` only calls this in the two phases above.
                 Phase::Complete | Phase::Failed(_) => unreachable!("parse_lines after the head"),
             };
@@ -429,7 +576,7 @@ impl RequestParser {
             };
             let Some(next) = next else {
                 if buf.len() >= limit_end {
-                    return Err(too_long);
+                    return Err(self.too_long());
                 }
                 self.scan = buf.len();
                 return Ok(Status::Partial);
@@ -440,6 +587,20 @@ impl RequestParser {
             }
             self.line_start = next;
             self.scan = next;
+        }
+    }
+
+    /// The error for a line that does not end within its limit.
+    #[cold]
+    fn too_long(&self) -> Error {
+        if self.phase == Phase::RequestLine {
+            Error::RequestLineTooLong {
+                limit: self.limits.max_request_line_size,
+            }
+        } else {
+            Error::FieldSectionTooLarge {
+                limit: self.limits.max_field_section_size,
+            }
         }
     }
 
@@ -551,14 +712,11 @@ impl RequestParser {
             Some(_) => return Err(Error::InvalidMethod),
         }
         let target_start = i + 1;
-        i = target_start;
-        while i < window.len() && REQUEST_TARGET_PATH[usize::from(window[i])] {
-            i += 1;
-        }
+        i = target_start + non_target_path_offset(window.get(target_start..).unwrap_or_default());
         // Offset of the first `?` in the target, found on the way.
         let question = (window.get(i) == Some(&b'?')).then_some(i - target_start);
-        while i < window.len() && REQUEST_TARGET[usize::from(window[i])] {
-            i += 1;
+        if question.is_some() {
+            i += 1 + non_target_offset(window.get(i + 1..).unwrap_or_default());
         }
         let target_end = i;
         match window.get(i) {
@@ -649,48 +807,69 @@ impl RequestParser {
 
     /// Records the meaning of the fields that affect framing, routing or
     /// persistence; names are compared ASCII case-insensitively, length
-    /// first.
+    /// first. The comparisons are inline, the work for a match is not.
+    #[inline(always)]
     fn note_field(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
         match name.len() {
-            4 if is_name(name, b"host") => {
-                // RFC 9112 §3.2: 400 for more than one Host field line or an
-                // invalid Host value.
-                if self.framing.has_host {
-                    return Err(Error::MultipleHost);
+            4 if is_host(name) => self.note_host(all_host(value)),
+            6 if is_name(name, b"expect") => {
+                if value.eq_ignore_ascii_case(b"100-continue") {
+                    self.framing.expect_continue = true;
                 }
-                if !value.iter().all(|&b| HOST[usize::from(b)]) {
-                    return Err(Error::InvalidHost);
-                }
-                self.framing.has_host = true;
-            }
-            6 if is_name(name, b"expect") && value.eq_ignore_ascii_case(b"100-continue") => {
-                self.framing.expect_continue = true;
+                Ok(())
             }
             10 if is_name(name, b"connection") => {
-                for option in value.split(|&b| b == b',') {
-                    let option = trim_ows(option);
-                    if option.eq_ignore_ascii_case(b"close") {
-                        self.framing.close = true;
-                    } else if option.eq_ignore_ascii_case(b"keep-alive") {
-                        self.framing.keep_alive = true;
-                    }
-                }
+                self.note_connection(value);
+                Ok(())
             }
-            14 if is_name(name, b"content-length") => {
-                let length = parse_content_length(value)?;
-                match self.framing.content_length {
-                    Some(previous) if previous != length => {
-                        return Err(Error::ConflictingContentLength)
-                    }
-                    _ => self.framing.content_length = Some(length),
-                }
-            }
-            17 if is_name(name, b"transfer-encoding") => {
-                self.note_transfer_codings(value)?;
-            }
-            _ => {}
+            14 if is_name(name, b"content-length") => self.note_content_length(value),
+            17 if is_name(name, b"transfer-encoding") => self.note_transfer_codings(value),
+            _ => Ok(()),
         }
+    }
+
+    /// Records a `Host` field line; `valid` says whether its value has only
+    /// [`HOST`] bytes.
+    #[inline(always)]
+    fn note_host(&mut self, valid: bool) -> Result<(), Error> {
+        // RFC 9112 §3.2: 400 for more than one Host field line or an invalid
+        // Host value.
+        if self.framing.has_host {
+            return Err(Error::MultipleHost);
+        }
+        if !valid {
+            return Err(Error::InvalidHost);
+        }
+        self.framing.has_host = true;
         Ok(())
+    }
+
+    /// Records the options of a `Connection` field line
+    /// ([RFC 9112 §9.3](https://www.rfc-editor.org/rfc/rfc9112#section-9.3)).
+    #[inline(never)]
+    fn note_connection(&mut self, value: &[u8]) {
+        for option in value.split(|&b| b == b',') {
+            let option = trim_ows(option);
+            if option.eq_ignore_ascii_case(b"close") {
+                self.framing.close = true;
+            } else if option.eq_ignore_ascii_case(b"keep-alive") {
+                self.framing.keep_alive = true;
+            }
+        }
+    }
+
+    /// Records a `Content-Length` field line
+    /// ([RFC 9110 §8.6](https://www.rfc-editor.org/rfc/rfc9110#section-8.6)).
+    #[inline(never)]
+    fn note_content_length(&mut self, value: &[u8]) -> Result<(), Error> {
+        let length = parse_content_length(value)?;
+        match self.framing.content_length {
+            Some(previous) if previous != length => Err(Error::ConflictingContentLength),
+            _ => {
+                self.framing.content_length = Some(length);
+                Ok(())
+            }
+        }
     }
 
     /// Records the transfer codings of one `Transfer-Encoding` field line
@@ -700,6 +879,7 @@ impl RequestParser {
     /// Transfer-Encoding  = #transfer-coding
     /// transfer-coding    = token *( OWS ";" OWS transfer-parameter )
     /// ```
+    #[inline(never)]
     fn note_transfer_codings(&mut self, value: &[u8]) -> Result<(), Error> {
         let framing = &mut self.framing;
         framing.has_transfer_encoding = true;
@@ -794,6 +974,17 @@ fn scan_version(window: &[u8], start: usize) -> Result<Option<(Version, usize)>,
 #[inline]
 fn is_name(name: &[u8], lowercase: &[u8]) -> bool {
     name.len() == lowercase.len() && name.iter().zip(lowercase).all(|(&a, &b)| a | 0x20 == b)
+}
+
+/// `true` if the field name `name` is `Host`, ignoring ASCII case: one
+/// 4-byte comparison with the same case folding as [`is_name`].
+#[inline]
+fn is_host(name: &[u8]) -> bool {
+    const HOST_NAME: u32 = u32::from_le_bytes(*b"host");
+    match name.first_chunk::<4>() {
+        Some(n) if name.len() == 4 => u32::from_le_bytes(*n) | 0x2020_2020 == HOST_NAME,
+        _ => false,
+    }
 }
 
 /// Parses an HTTP-version
@@ -2195,5 +2386,248 @@ mod tests {
     fn version_bytes() {
         assert_eq!(Version::Http11.as_bytes(), b"HTTP/1.1");
         assert_eq!(Version::Http10.as_bytes(), b"HTTP/1.0");
+    }
+}
+
+/// The fast path of [`RequestParser::parse`] against the general path: for
+/// arbitrary heads (valid, nearly valid and broken, with small limits) both
+/// must end in the same result and the same parser state.
+#[cfg(test)]
+mod fast_path_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Picks from `good` most of the time and from `bad` otherwise.
+    fn mostly(good: Vec<&'static str>, bad: Vec<&'static str>) -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            8 => prop::sample::select(good),
+            1 => prop::sample::select(bad),
+        ]
+        .prop_map(|s| s.as_bytes().to_vec())
+    }
+
+    /// A request-line, most of the time a valid one.
+    fn request_line() -> impl Strategy<Value = Vec<u8>> {
+        let origin = prop_oneof![
+            prop::sample::select(vec![
+                "/",
+                "/plaintext",
+                "/json",
+                "/a?b=1",
+                "/a?b?c",
+                "/a?",
+                "/a/very/long/path/with/segments?and=a&query=1",
+            ])
+            .prop_map(|t| t.as_bytes().to_vec()),
+            "/[!-\"$-~]{0,40}".prop_map(String::into_bytes),
+        ];
+        let method_and_target = prop_oneof![
+            8 => (prop::sample::select(vec!["GET", "GET", "POST", "PUT", "X-Y_1"]), origin)
+                .prop_map(|(m, t)| {
+                    let mut line = m.as_bytes().to_vec();
+                    line.push(b' ');
+                    line.extend_from_slice(&t);
+                    line
+                }),
+            1 => prop::sample::select(vec![
+                "OPTIONS *", "CONNECT h.example:443", "GET http://h:1/p?q", "CONNECT /",
+                "GET *", "GET h:1", "GET http://u@h/",
+            ])
+            .prop_map(|l| l.as_bytes().to_vec()),
+            1 => (
+                prop::sample::select(vec!["G@T", "", "GET\t", "\r\nGET", "GET"]),
+                prop_oneof![
+                    prop::sample::select(vec![
+                        "/a#f", "/a b", "/\x7f", "/\u{e9}", "", "?x", "/a\r", "/a  ",
+                    ])
+                    .prop_map(|t| t.as_bytes().to_vec()),
+                    prop::collection::vec(any::<u8>(), 0..40),
+                ],
+            )
+                .prop_map(|(m, t)| {
+                    let mut line = m.as_bytes().to_vec();
+                    line.push(b' ');
+                    line.extend_from_slice(&t);
+                    line
+                }),
+        ];
+        let version = mostly(
+            vec!["HTTP/1.1", "HTTP/1.1", "HTTP/1.0"],
+            vec!["HTTP/2", "HTTP/1.2", "http/1.1", "HTTP/1.1 ", "HTTP/1"],
+        );
+        let eol = mostly(
+            vec!["\r\n", "\r\n", "\n"],
+            vec!["\r", "", " \r\n", "\r\r\n"],
+        );
+        let leading = mostly(vec!["", "", "", "\r\n"], vec!["\n\n", "\r", " "]);
+        (leading, method_and_target, version, eol).prop_map(|(leading, mt, v, eol)| {
+            let mut line = leading;
+            line.extend_from_slice(&mt);
+            line.push(b' ');
+            line.extend_from_slice(&v);
+            line.extend_from_slice(&eol);
+            line
+        })
+    }
+
+    /// A field line, most of the time a valid one.
+    fn field_line() -> impl Strategy<Value = Vec<u8>> {
+        let name = prop_oneof![
+            12 => prop::sample::select(vec![
+                "Accept", "User-Agent", "X-A_b", "Accept-Encoding-Long-Name", "a", "Cookie",
+            ])
+            .prop_map(|n| n.as_bytes().to_vec()),
+            2 => mostly(
+                vec![
+                    "Host", "host", "Content-Length", "Transfer-Encoding", "Connection", "Expect",
+                ],
+                vec!["Bad Name", "", " Host", "\tX", "X\x7f", "Ho\u{e9}st"],
+            ),
+            1 => prop::collection::vec(any::<u8>(), 0..20),
+        ];
+        let separator = mostly(vec![": ", ": ", ":", ":\t ", ":  "], vec![" :", "", ":\r"]);
+        let value = prop_oneof![
+            6 => mostly(
+                vec![
+                    "127.0.0.1:40000", "example.com", "[::1]:80", "EXAMPLE.org", "5", "5, 5", "0",
+                    "chunked", "close", "keep-alive", "100-continue", "", "a\tb", "v ",
+                    "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8",
+                    "\u{e9}t\u{e9}",
+                ],
+                vec!["5, 6", "gzip, chunked", "chunked, gzip", "a/b", "x\x7f", "a\rb", "a\x00"],
+            ),
+            1 => prop::collection::vec(any::<u8>(), 0..40),
+            2 => "[ -~\t]{0,70}".prop_map(String::into_bytes),
+        ];
+        let eol = mostly(vec!["\r\n", "\r\n", "\n"], vec!["\r", "\r\n ", "\r\n\t"]);
+        (name, separator, value, eol).prop_map(|(name, sep, value, eol)| {
+            let mut line = name;
+            line.extend_from_slice(&sep);
+            line.extend_from_slice(&value);
+            line.extend_from_slice(&eol);
+            line
+        })
+    }
+
+    /// A head (usually with a Host line), then sometimes a random byte
+    /// replaced, and sometimes cut anywhere.
+    fn head() -> impl Strategy<Value = Vec<u8>> {
+        let end = mostly(
+            vec!["\r\n", "\r\n", "\n", "\r\nGET /"],
+            vec!["\r", "", "\r\r"],
+        );
+        (
+            request_line(),
+            prop::collection::vec(field_line(), 0..5),
+            prop::option::weighted(0.8, any::<prop::sample::Index>()),
+            end,
+            prop::option::weighted(0.2, (any::<prop::sample::Index>(), any::<u8>())),
+            prop::option::weighted(0.1, any::<prop::sample::Index>()),
+        )
+            .prop_map(|(line, mut fields, host_at, end, edit, cut)| {
+                if let Some(at) = host_at {
+                    let at = at.index(fields.len() + 1);
+                    fields.insert(at, b"Host: example.com\r\n".to_vec());
+                }
+                let mut head = line;
+                for field in fields {
+                    head.extend_from_slice(&field);
+                }
+                head.extend_from_slice(&end);
+                if let Some((at, byte)) = edit {
+                    let at = at.index(head.len());
+                    head[at] = byte;
+                }
+                if let Some(cut) = cut {
+                    head.truncate(cut.index(head.len() + 1));
+                }
+                head
+            })
+    }
+
+    fn limits() -> impl Strategy<Value = Limits> {
+        prop_oneof![
+            3 => Just(Limits::default()),
+            1 => (
+                prop::sample::select(vec![0, 1, 4, 12, 16, 20, 26, 40, 8192]),
+                prop::sample::select(vec![0, 2, 10, 25, 50, 100, 200, 65536]),
+                prop::sample::select(vec![0, 1, 2, 3, 100]),
+            )
+                .prop_map(|(line, section, fields)| Limits {
+                    max_request_line_size: line,
+                    max_field_section_size: section,
+                    max_fields: fields,
+                }),
+        ]
+    }
+
+    /// Everything the parser knows, including its internal offsets.
+    fn state(parser: &RequestParser) -> String {
+        format!("{parser:?}")
+    }
+
+    fn cases() -> u32 {
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn fast_path_and_general_path_agree(head in head(), limits in limits()) {
+            let mut fast = RequestParser::new(limits);
+            let fast_result = fast.parse(&head);
+            let mut general = RequestParser::new(limits);
+            let general_result = general.parse_general(&head);
+            prop_assert_eq!(fast_result, general_result);
+            prop_assert_eq!(state(&fast), state(&general));
+            if let Ok(Status::Complete(n)) = fast_result {
+                let fast_request = format!("{:?}", fast.request(&head));
+                let general_request = format!("{:?}", general.request(&head));
+                prop_assert_eq!(fast_request, general_request);
+                prop_assert!(n <= head.len());
+            }
+        }
+    }
+
+    /// The generated heads reach every outcome: the fast path completing,
+    /// the general path completing after the fast path gave up, and errors.
+    #[test]
+    fn generated_heads_cover_fast_path_fallback_and_errors() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let (mut fast, mut fallback, mut failed) = (0, 0, 0);
+        for _ in 0..2000 {
+            let head = head().new_tree(&mut runner).unwrap().current();
+            let mut parser = RequestParser::default();
+            if parser.parse_whole_head(&head).is_some() {
+                fast += 1;
+            } else if let Ok(Status::Complete(_)) = RequestParser::default().parse(&head) {
+                fallback += 1;
+            } else {
+                failed += 1;
+            }
+        }
+        assert!(
+            fast > 100 && fallback > 20 && failed > 100,
+            "{fast} {fallback} {failed}"
+        );
+    }
+
+    #[test]
+    fn fast_path_takes_the_benchmark_requests() {
+        let plaintext: &[u8] = b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:40000\r\n\
+            Accept: text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,\
+            application/xml;q=0.8,*/*;q=0.7\r\n\r\n";
+        let mut parser = RequestParser::default();
+        assert_eq!(parser.parse_whole_head(plaintext), Some(plaintext.len()));
+        let request = parser.request(plaintext);
+        assert_eq!(request.path(), b"/plaintext");
+        assert_eq!(request.field("host"), Some(&b"127.0.0.1:40000"[..]));
+        assert_eq!(request.fields().len(), 2);
     }
 }

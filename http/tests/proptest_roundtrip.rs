@@ -376,6 +376,23 @@ proptest! {
     }
 
     #[test]
+    fn edited_requests_parse_the_same_whole_and_split(
+        request in request(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        // Whole, a fresh parser takes its one-pass fast path; split after at
+        // least one byte, the second call runs the line-by-line path. Valid
+        // requests with a few bytes changed reach both paths' edge cases.
+        let (mut wire, _) = request.to_wire();
+        for (at, byte) in edits {
+            let at = at.index(wire.len());
+            wire[at] = byte;
+        }
+        check_whole_and_split_agree(&wire, 1 + cut.index(wire.len()));
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic_the_chunked_decoder(
         bytes in prop::collection::vec(
             prop_oneof![any::<u8>(), prop::sample::select(b"0123456789abcdef\r\n;= \t\":".to_vec())],
@@ -422,6 +439,32 @@ fn check_parser(bytes: &[u8], cut: usize) {
         first => first,
     };
     assert_eq!(incremental, whole);
+}
+
+/// Parses `bytes` whole and in two pieces split at `cut` (at least 1), and
+/// checks that the results and, for a complete head, the requests agree.
+fn check_whole_and_split_agree(bytes: &[u8], cut: usize) {
+    let mut whole = RequestParser::new(Limits::default());
+    let whole_result = whole.parse(bytes);
+    let mut split = RequestParser::new(Limits::default());
+    let split_result = match split.parse(&bytes[..cut]) {
+        Ok(Status::Partial) => split.parse(bytes),
+        first => first,
+    };
+    assert_eq!(whole_result, split_result);
+    if let Ok(Status::Complete(n)) = whole_result {
+        assert!(n <= bytes.len());
+        let (a, b) = (whole.request(bytes), split.request(bytes));
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert_eq!(
+            (a.path(), a.query(), a.target_form(), a.body_length()),
+            (b.path(), b.query(), b.target_form(), b.body_length())
+        );
+        assert_eq!(
+            (a.keep_alive(), a.expects_continue()),
+            (b.keep_alive(), b.expects_continue())
+        );
+    }
 }
 
 /// Decodes `bytes` in pieces of `piece` bytes; checks that nothing panics,
