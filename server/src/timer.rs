@@ -1,5 +1,8 @@
 //! A lazy timer wheel for connection deadlines.
 //!
+//! Time here is [`Millis`]: milliseconds since the worker started, read from the
+//! monotonic clock once per loop turn, so deadlines are plain integers.
+//!
 //! Every connection has one deadline at a time (the timeout that applies to what it is
 //! doing), kept in the connection itself and updated with a plain store as it makes
 //! progress. The connection's live entry in the wheel sits in the slot of a time at or
@@ -10,15 +13,16 @@
 //! dropped when it comes due). The work per turn is proportional to the entries that
 //! come due, never to the number of connections.
 //!
-//! Slots are [`TICK`] wide; a deadline fires up to one tick late, never early.
+//! Slots are [`TICK_MS`] wide; a deadline fires up to one tick late, never early.
 
-use std::time::{Duration, Instant};
+/// Milliseconds since the worker started.
+pub(crate) type Millis = u64;
 
-/// Width of one slot.
-pub(crate) const TICK: Duration = Duration::from_millis(100);
-/// Number of slots; deadlines further out than `SLOTS * TICK` wait in the last slot and
-/// are re-filed when it comes due.
-const SLOTS: usize = 1024;
+/// Width of one slot, in milliseconds.
+pub(crate) const TICK_MS: Millis = 100;
+/// Number of slots (a power of two, a multiple of 64); deadlines further out than
+/// `SLOTS` ticks wait in the last slot and are re-filed when it comes due.
+const SLOTS: u64 = 1024;
 
 /// A connection's place in the slab, its generation (so a reused slot is told apart),
 /// and the tick the entry was filed for (so a superseded entry is told apart).
@@ -33,43 +37,40 @@ pub(crate) struct Entry {
 pub(crate) const NOT_FILED: u64 = u64::MAX;
 
 pub(crate) struct Wheel {
-    origin: Instant,
-    /// The next tick to process (ticks since `origin`).
+    /// The next tick to process.
     current: u64,
     slots: Vec<Vec<Entry>>,
+    /// Bit `s` is set when slot `s` holds entries.
+    occupied: [u64; (SLOTS / 64) as usize],
     len: usize,
 }
 
 impl Wheel {
-    pub(crate) fn new(now: Instant) -> Wheel {
+    pub(crate) fn new() -> Wheel {
         Wheel {
-            origin: now,
             current: 0,
-            slots: vec![Vec::new(); SLOTS],
+            slots: vec![Vec::new(); SLOTS as usize],
+            occupied: [0; (SLOTS / 64) as usize],
             len: 0,
         }
     }
 
-    fn tick_of(&self, t: Instant) -> u64 {
-        (t.saturating_duration_since(self.origin).as_nanos() / TICK.as_nanos()) as u64
-    }
-
     /// The tick an entry for `deadline` would be filed for (the wheel's horizon at most).
-    pub(crate) fn tick_for(&self, deadline: Instant) -> u64 {
-        self.tick_of(deadline)
-            .max(self.current)
-            .min(self.current + SLOTS as u64 - 1)
+    pub(crate) fn tick_for(&self, deadline: Millis) -> u64 {
+        (deadline / TICK_MS).clamp(self.current, self.current + SLOTS - 1)
     }
 
     /// Files an entry for connection `index` of `generation` to come due at `deadline`
     /// (or at the wheel's horizon, if later); returns the tick it was filed for.
-    pub(crate) fn insert(&mut self, index: usize, generation: u32, deadline: Instant) -> u64 {
+    pub(crate) fn insert(&mut self, index: usize, generation: u32, deadline: Millis) -> u64 {
         let tick = self.tick_for(deadline);
-        self.slots[(tick % SLOTS as u64) as usize].push(Entry {
+        let s = (tick % SLOTS) as usize;
+        self.slots[s].push(Entry {
             index,
             generation,
             tick,
         });
+        self.occupied[s / 64] |= 1 << (s % 64);
         self.len += 1;
         tick
     }
@@ -80,32 +81,44 @@ impl Wheel {
         self.len
     }
 
-    /// When the earliest non-empty slot comes due, if that is before `limit`: looks at
-    /// the slots up to `limit` only, so a loop about to sleep for at most a second
-    /// checks at most ten of them.
-    pub(crate) fn next_due(&self, limit: Instant) -> Option<Instant> {
+    /// When the earliest occupied slot comes due (the end of its tick), if that is at or
+    /// before `limit`. Looks at occupancy bits, a word (64 slots) at a time.
+    pub(crate) fn next_due(&self, limit: Millis) -> Option<Millis> {
         if self.len == 0 {
             return None;
         }
-        let last = self.tick_of(limit).min(self.current + SLOTS as u64 - 1);
-        (self.current..=last)
-            .find(|t| !self.slots[(t % SLOTS as u64) as usize].is_empty())
-            .map(|t| self.origin + TICK * (t + 1) as u32)
+        let last = (limit / TICK_MS).min(self.current + SLOTS - 1);
+        let mut t = self.current;
+        while t <= last {
+            let s = (t % SLOTS) as usize;
+            let word = self.occupied[s / 64] >> (s % 64);
+            if word != 0 {
+                let found = t + u64::from(word.trailing_zeros());
+                return (found <= last).then_some((found + 1) * TICK_MS);
+            }
+            // Skip to the next word.
+            t += 64 - (s % 64) as u64;
+        }
+        None
     }
 
     /// Takes every entry of the slots that are due at `now` into `out` (cleared first).
-    pub(crate) fn take_due(&mut self, now: Instant, out: &mut Vec<Entry>) {
+    pub(crate) fn take_due(&mut self, now: Millis, out: &mut Vec<Entry>) {
         out.clear();
-        let until = self.tick_of(now);
+        let until = now / TICK_MS;
         // A slot is due once its whole tick has passed.
-        while self.current < until {
-            let slot = &mut self.slots[(self.current % SLOTS as u64) as usize];
-            self.len -= slot.len();
-            out.append(slot);
-            self.current += 1;
-            if self.len == 0 {
-                self.current = until;
+        while self.current < until && self.len > 0 {
+            let s = (self.current % SLOTS) as usize;
+            if self.occupied[s / 64] & (1 << (s % 64)) != 0 {
+                self.occupied[s / 64] &= !(1 << (s % 64));
+                let slot = &mut self.slots[s];
+                self.len -= slot.len();
+                out.append(slot);
             }
+            self.current += 1;
+        }
+        if self.current < until {
+            self.current = until;
         }
     }
 }
@@ -116,48 +129,63 @@ mod tests {
 
     #[test]
     fn entries_come_due_after_their_deadline_and_never_before() {
-        let t0 = Instant::now();
-        let mut w = Wheel::new(t0);
-        let t1 = w.insert(1, 0, t0 + Duration::from_millis(250));
-        let t2 = w.insert(2, 0, t0 + Duration::from_secs(5));
+        let mut w = Wheel::new();
+        let t1 = w.insert(1, 0, 250);
+        let t2 = w.insert(2, 0, 5000);
         let e = |i, tick| Entry {
             index: i,
             generation: 0,
             tick,
         };
         let mut out = Vec::new();
-        w.take_due(t0 + Duration::from_millis(200), &mut out);
+        w.take_due(200, &mut out);
         assert!(out.is_empty());
-        w.take_due(t0 + Duration::from_millis(300), &mut out);
+        w.take_due(300, &mut out);
         assert_eq!(out, vec![e(1, t1)]);
         assert_eq!(w.len(), 1);
-        assert_eq!(w.next_due(t0 + Duration::from_secs(1)), None);
-        let due = w.next_due(t0 + Duration::from_secs(10)).unwrap();
-        assert!(due >= t0 + Duration::from_secs(5) && due <= t0 + Duration::from_millis(5100));
-        w.take_due(t0 + Duration::from_millis(5100), &mut out);
+        assert_eq!(w.next_due(1000), None);
+        assert_eq!(w.next_due(10_000), Some(5100));
+        w.take_due(5099, &mut out);
+        assert!(out.is_empty());
+        w.take_due(5100, &mut out);
         assert_eq!(out, vec![e(2, t2)]);
-        assert_eq!(w.next_due(t0 + Duration::from_secs(100)), None);
+        assert_eq!(w.next_due(100_000), None);
     }
 
     #[test]
     fn deadlines_past_the_horizon_wait_in_the_last_slot() {
-        let t0 = Instant::now();
-        let mut w = Wheel::new(t0);
-        w.insert(7, 3, t0 + Duration::from_secs(3600));
+        let mut w = Wheel::new();
+        w.insert(7, 3, 3_600_000);
         let mut out = Vec::new();
-        w.take_due(t0 + TICK * (SLOTS as u32 + 1), &mut out);
+        w.take_due(TICK_MS * (SLOTS + 1), &mut out);
         // Due at the horizon: the caller sees the deadline has not passed and re-files.
         assert_eq!(out.len(), 1);
     }
 
     #[test]
     fn past_deadlines_are_due_on_the_next_tick() {
-        let t0 = Instant::now();
-        let mut w = Wheel::new(t0);
+        let mut w = Wheel::new();
         let mut out = Vec::new();
-        w.take_due(t0 + Duration::from_secs(2), &mut out);
-        w.insert(1, 0, t0);
-        w.take_due(t0 + Duration::from_millis(2150), &mut out);
+        w.take_due(2000, &mut out);
+        w.insert(1, 0, 0);
+        assert_eq!(w.next_due(5000), Some(2100));
+        w.take_due(2150, &mut out);
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn next_due_finds_slots_across_words_and_the_wrap() {
+        let mut w = Wheel::new();
+        let mut out = Vec::new();
+        // Move `current` near the end of the ring so the next entry wraps around.
+        w.take_due(TICK_MS * (SLOTS - 3), &mut out);
+        w.insert(1, 0, TICK_MS * (SLOTS + 70));
+        assert_eq!(
+            w.next_due(TICK_MS * (SLOTS + 100)),
+            Some(TICK_MS * (SLOTS + 71))
+        );
+        assert_eq!(w.next_due(TICK_MS * (SLOTS + 60)), None);
+        w.take_due(TICK_MS * (SLOTS + 71), &mut out);
         assert_eq!(out.len(), 1);
     }
 }

@@ -6,7 +6,7 @@
 //! write once → watch for writability only when a write was short.
 
 use crate::handler::{write_simple, Handler, Prefix, Request, Response};
-use crate::timer::{Entry, Wheel, NOT_FILED};
+use crate::timer::{Entry, Millis, Wheel, NOT_FILED};
 use crate::Config;
 use keel_http::{
     BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits, RequestParser, Status, StatusCode,
@@ -18,7 +18,7 @@ use keel_linux::signal::{SignalFd, SignalSet};
 use keel_linux::socket::{self, Shutdown};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const LISTENER: u64 = u64::MAX;
 const SIGNALS: u64 = u64::MAX - 1;
@@ -48,22 +48,22 @@ struct Conn {
     /// Sent `100 Continue` for the request at `start`.
     sent_continue: bool,
     /// After the last response: shut down writes, discard input until EOF or this time.
-    linger_deadline: Option<Instant>,
+    linger_deadline: Option<Millis>,
     /// The request at `start` has a complete head and a Content-Length body: do nothing
     /// until `input[start..]` holds this many bytes (head and body).
     await_len: usize,
     /// The request at `start` has a complete head and a chunked body being decoded.
     chunked: Option<Box<ChunkedBody>>,
     /// When the first byte of the request at `start` arrived (`None`: no request begun).
-    head_since: Option<Instant>,
+    head_since: Option<Millis>,
     /// When bytes last arrived.
-    last_read: Instant,
+    last_read: Millis,
     /// When a write last made progress.
-    last_write: Instant,
+    last_write: Millis,
     /// When the connection last became idle (accepted, or its last response written).
-    idle_since: Instant,
+    idle_since: Millis,
     /// The deadline of what the connection is doing now (see [`Worker::arm`]).
-    deadline: Instant,
+    deadline: Millis,
     /// The tick of its live entry in the timer wheel (at or before `deadline`), or
     /// `NOT_FILED`.
     filed_tick: u64,
@@ -77,7 +77,7 @@ struct ChunkedBody {
 }
 
 impl Conn {
-    fn new(fd: OwnedFd, now: Instant) -> Conn {
+    fn new(fd: OwnedFd, now: Millis) -> Conn {
         Conn {
             fd,
             input: Vec::with_capacity(INITIAL_INPUT),
@@ -125,18 +125,39 @@ pub(crate) struct Worker<H> {
     parser: RequestParser,
     response: Response,
     date: Prefix,
-    shutdown_deadline: Option<Instant>,
+    shutdown_deadline: Option<Millis>,
     /// Accepting is paused (the listener is out of epoll) until then, after the process
     /// ran out of file descriptors.
-    accept_paused_until: Option<Instant>,
+    accept_paused_until: Option<Millis>,
     /// Connection deadlines.
     wheel: Wheel,
     /// Entries that came due this turn (kept to reuse its allocation).
     due: Vec<Entry>,
     /// Generation of each slab slot, bumped when its connection goes.
     generations: Vec<u32>,
+    /// When the worker started: `Millis` count from here.
+    origin: Instant,
     /// The time, read once per loop turn.
-    now: Instant,
+    now: Millis,
+    /// A time and the wall-clock time read at it: the wall clock for the Date field is
+    /// derived from `now` (one clock read per turn, not two) and read again once a
+    /// minute, so clock adjustments show within a minute.
+    wall_base: (Millis, SystemTime),
+    /// When the Date field next changes.
+    date_due: Millis,
+    /// The timeouts of `config`, in milliseconds.
+    timeouts: [Millis; 4],
+}
+
+const HEADER_READ: usize = 0;
+const BODY_READ: usize = 1;
+const KEEP_ALIVE: usize = 2;
+const WRITE: usize = 3;
+const LINGER_MS: Millis = LINGER.as_millis() as Millis;
+const ACCEPT_PAUSE_MS: Millis = ACCEPT_PAUSE.as_millis() as Millis;
+
+fn millis(d: Duration) -> Millis {
+    d.as_millis().try_into().unwrap_or(Millis::MAX / 2)
 }
 
 /// How long accepting pauses after `EMFILE`/`ENFILE`.
@@ -170,10 +191,19 @@ impl<H: Handler> Worker<H> {
             date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
             accept_paused_until: None,
-            wheel: Wheel::new(Instant::now()),
+            wheel: Wheel::new(),
             due: Vec::new(),
             generations: Vec::new(),
-            now: Instant::now(),
+            origin: Instant::now(),
+            now: 0,
+            wall_base: (0, SystemTime::now()),
+            date_due: 0,
+            timeouts: [
+                millis(config.timeouts.header_read),
+                millis(config.timeouts.body_read),
+                millis(config.timeouts.keep_alive),
+                millis(config.timeouts.write),
+            ],
         })
     }
 
@@ -188,8 +218,15 @@ impl<H: Handler> Worker<H> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            self.now = Instant::now();
-            self.date.refresh(SystemTime::now());
+            self.now = millis(self.origin.elapsed());
+            if self.now >= self.date_due {
+                let wall = self.wall_clock();
+                self.date.refresh(wall);
+                let into_second = wall
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_millis());
+                self.date_due = self.now + 1000 - Millis::from(into_second);
+            }
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept_all(),
@@ -212,10 +249,22 @@ impl<H: Handler> Worker<H> {
         }
     }
 
+    /// The wall-clock time at `self.now`.
+    fn wall_clock(&mut self) -> SystemTime {
+        let (base, wall) = self.wall_base;
+        let since = self.now.saturating_sub(base);
+        if since < 60_000 {
+            return wall + Duration::from_millis(since);
+        }
+        self.wall_base = (self.now, SystemTime::now());
+        self.wall_base.1
+    }
+
     fn next_timeout(&self) -> Option<Duration> {
-        // Wake at least once a second so the Date value stays fresh.
-        let mut t = Duration::from_secs(1);
-        let now = Instant::now();
+        // Wake at least once a second so the Date value stays fresh. `now` is when this
+        // turn began: a deadline may fire up to one turn late, never early.
+        let now = self.now;
+        let mut t: Millis = 1000;
         for d in [
             self.shutdown_deadline,
             self.accept_paused_until,
@@ -224,14 +273,13 @@ impl<H: Handler> Worker<H> {
         .into_iter()
         .flatten()
         {
-            t = t.min(d.saturating_duration_since(now));
+            t = t.min(d.saturating_sub(now));
         }
-        Some(t)
+        Some(Duration::from_millis(t))
     }
 
     fn expire(&mut self) {
-        let now = Instant::now();
-        self.now = now;
+        let now = self.now;
         if let Some(d) = self.shutdown_deadline {
             if now >= d {
                 for i in 0..self.conns.len() {
@@ -280,17 +328,17 @@ impl<H: Handler> Worker<H> {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
-        let t = &self.config.timeouts;
+        let t = &self.timeouts;
         c.deadline = if let Some(d) = c.linger_deadline {
             d
         } else if c.written < c.output.len() {
-            c.last_write + t.write
+            c.last_write + t[WRITE]
         } else if c.await_len > 0 || c.chunked.is_some() {
-            c.last_read + t.body_read
+            c.last_read + t[BODY_READ]
         } else if let Some(since) = c.head_since {
-            since + t.header_read
+            since + t[HEADER_READ]
         } else {
-            c.idle_since + t.keep_alive
+            c.idle_since + t[KEEP_ALIVE]
         };
         // Lazy: a live entry at or before the deadline will look again when it is due.
         if c.filed_tick == NOT_FILED || self.wheel.tick_for(c.deadline) < c.filed_tick {
@@ -333,7 +381,7 @@ impl<H: Handler> Worker<H> {
         if self.shutdown_deadline.is_some() {
             return;
         }
-        self.shutdown_deadline = Some(Instant::now() + self.config.shutdown_timeout);
+        self.shutdown_deadline = Some(self.now + millis(self.config.shutdown_timeout));
         if let Some(l) = self.listener.take() {
             let _ = self.epoll.delete(&l);
         }
@@ -379,7 +427,7 @@ impl<H: Handler> Worker<H> {
                     // counted from the connection.
                     let mut c = Conn::new(fd, self.now);
                     c.head_since = Some(self.now);
-                    c.deadline = self.now + self.config.timeouts.header_read;
+                    c.deadline = self.now + self.timeouts[HEADER_READ];
                     c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
                     self.conns[i] = Some(c);
                     self.live += 1;
@@ -391,7 +439,7 @@ impl<H: Handler> Worker<H> {
                     // stays readable, so level-triggered epoll would wake us at once,
                     // forever. Take the listener out of epoll for a while instead.
                     if self.epoll.delete(listener).is_ok() {
-                        self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                        self.accept_paused_until = Some(self.now + ACCEPT_PAUSE_MS);
                     }
                     return;
                 }
@@ -557,7 +605,7 @@ impl<H: Handler> Worker<H> {
         if socket::shutdown(&c.fd, Shutdown::Write).is_err() {
             return self.drop_conn(i);
         }
-        c.linger_deadline = Some(self.now + LINGER);
+        c.linger_deadline = Some(self.now + LINGER_MS);
         c.input = Vec::new();
         c.output = Vec::new();
         c.start = 0;
