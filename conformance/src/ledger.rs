@@ -74,39 +74,25 @@ pub fn test_module_start(source: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
-/// From a zero-context unified diff of one file (`git diff -U0`), keeps the hunks that
-/// change code before line `test_start` of the new file (all hunks when `None`): the fix
-/// without its unit tests. Returns the patch text, or `None` when no hunk is left.
-pub fn code_hunks(diff: &str, test_start: Option<usize>) -> Option<String> {
-    let mut header = String::new();
-    let mut hunks: Vec<(usize, String)> = Vec::new();
-    for line in diff.split_inclusive('\n') {
-        if let Some(rest) = line.strip_prefix("@@ ") {
-            // @@ -a[,b] +c[,d] @@
-            let new = rest.split_whitespace().nth(1).unwrap_or("+0");
-            let start: usize = new
-                .trim_start_matches('+')
-                .split(',')
-                .next()
-                .unwrap_or("0")
-                .parse()
-                .unwrap_or(0);
-            hunks.push((start, line.to_string()));
-        } else if let Some((_, h)) = hunks.last_mut() {
-            h.push_str(line);
-        } else {
-            header.push_str(line);
+/// Puts the unit-test module of `head` (from its `#[cfg(test)]` line to the end) in
+/// place of the one in `reverted` (the same file with a fix undone), so undoing a fix
+/// keeps the tests that catch it. Without a test module in `head`, `reverted` stays as is.
+pub fn splice_tests(reverted: &str, head: &str) -> String {
+    let Some(head_start) = test_module_start(head) else {
+        return reverted.to_string();
+    };
+    let tests: String = head.split_inclusive('\n').skip(head_start - 1).collect();
+    let code: String = match test_module_start(reverted) {
+        Some(start) => reverted.split_inclusive('\n').take(start - 1).collect(),
+        None => {
+            let mut r = reverted.to_string();
+            if !r.ends_with('\n') {
+                r.push('\n');
+            }
+            r + "\n"
         }
-    }
-    let kept: Vec<&String> = hunks
-        .iter()
-        .filter(|(start, _)| test_start.is_none_or(|t| *start < t))
-        .map(|(_, h)| h)
-        .collect();
-    if kept.is_empty() {
-        return None;
-    }
-    Some(header + &kept.into_iter().cloned().collect::<String>())
+    };
+    code + &tests
 }
 
 /// Runs `git` in `dir`; its standard output, or a message with its standard error.
@@ -133,15 +119,23 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
 mod tests {
     use super::*;
 
-    const DIFF: &str = "diff --git a/x.rs b/x.rs\nindex 1..2 100644\n--- a/x.rs\n+++ b/x.rs\n@@ -3 +3 @@ fn a()\n-old\n+new\n@@ -40,0 +41,3 @@ mod tests\n+#[test]\n+fn t() {}\n+\n";
-
     #[test]
-    fn test_hunks_are_left_out() {
-        let p = code_hunks(DIFF, Some(30)).unwrap();
-        assert!(p.contains("+new") && !p.contains("fn t()"), "{p}");
-        assert!(p.starts_with("diff --git"));
-        assert!(code_hunks(DIFF, Some(2)).is_none());
-        assert!(code_hunks(DIFF, None).unwrap().contains("fn t()"));
+    fn the_test_module_of_head_replaces_the_reverted_one() {
+        let reverted = "fn a() { old() }\n#[cfg(test)]\nmod tests { fn t_old() {} }\n";
+        let head = "fn a() { new() }\nfn b() {}\n#[cfg(test)]\nmod tests { fn t_new() {} }\n";
+        let out = splice_tests(reverted, head);
+        assert_eq!(
+            out,
+            "fn a() { old() }\n#[cfg(test)]\nmod tests { fn t_new() {} }\n"
+        );
+        // No test module in the reverted file: HEAD's is appended.
+        let out = splice_tests("fn a() {}", head);
+        assert_eq!(
+            out,
+            "fn a() {}\n\n#[cfg(test)]\nmod tests { fn t_new() {} }\n"
+        );
+        // No test module in HEAD: nothing to keep.
+        assert_eq!(splice_tests("x\n", "y\n"), "x\n");
     }
 
     #[test]

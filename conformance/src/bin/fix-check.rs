@@ -1,8 +1,9 @@
 //! fix-check: proves that every fix in the ledger is caught by its tests.
 //!
 //! For each fix (all, the ids given, or the newest N): on a scratch git worktree of
-//! HEAD, undo the fix's non-test changes (test files and the unit-test module at the
-//! bottom of a source file are kept), build, and run the fix's tests. CAUGHT when a
+//! HEAD, undo the fix with `git revert` (a three-way merge) and put back the tests as
+//! they are at HEAD (test files, and the unit-test module at the bottom of a source
+//! file), build, and run the fix's tests. CAUGHT when a
 //! test then fails, MISSED when they all pass (or when the fix cannot be undone or built:
 //! unproven). Fixes of one commit share one worktree; every worktree shares the target
 //! directory `target/fix-check`, so each build is incremental. Ends with
@@ -97,7 +98,9 @@ fn main() {
     }
 }
 
-/// Undoes `commit`'s code changes on a scratch worktree and runs each fix's tests.
+/// Checks the fixes of `commit` against HEAD; when later work has changed the same
+/// lines so the fix cannot be undone there, against the fix's own commit instead (the
+/// test then proves it caught the bug when the fix landed).
 fn check_commit(
     root: &Path,
     target_dir: &Path,
@@ -105,7 +108,33 @@ fn check_commit(
     group: &[&Fix],
     timeout: u64,
 ) -> Vec<Outcome> {
-    let all_missed = |why: String| group.iter().map(|_| Outcome::Missed(why.clone())).collect();
+    match check_at(root, target_dir, "HEAD", commit, group, timeout) {
+        Err(e) if e.contains("does not undo cleanly") => {
+            match check_at(root, target_dir, commit, commit, group, timeout) {
+                Ok(outcomes) => outcomes
+                    .into_iter()
+                    .map(|o| match o {
+                        Outcome::Caught(how) => Outcome::Caught(format!("{how}; checked at the fix's commit: it no longer undoes cleanly on HEAD")),
+                        missed => missed,
+                    })
+                    .collect(),
+                Err(e) => group.iter().map(|_| Outcome::Missed(e.clone())).collect(),
+            }
+        }
+        Err(e) => group.iter().map(|_| Outcome::Missed(e.clone())).collect(),
+        Ok(outcomes) => outcomes,
+    }
+}
+
+/// Undoes `commit` on a scratch worktree of `base` and runs each fix's tests there.
+fn check_at(
+    root: &Path,
+    target_dir: &Path,
+    base: &str,
+    commit: &str,
+    group: &[&Fix],
+    timeout: u64,
+) -> Result<Vec<Outcome>, String> {
     let scratch = std::env::temp_dir().join(format!(
         "keel-fix-check-{}-{}",
         std::process::id(),
@@ -113,54 +142,57 @@ fn check_commit(
     ));
     let _ = std::fs::remove_dir_all(&scratch);
     let scratch_s = scratch.to_string_lossy().into_owned();
-    if let Err(e) = git(
+    git(
         root,
-        &["worktree", "add", "--quiet", "--detach", &scratch_s, "HEAD"],
-    ) {
-        return all_missed(format!("cannot make a worktree: {e}"));
-    }
-    let result = (|| -> Result<Vec<Outcome>, String> {
-        let patch = fix_patch(root, commit)?;
-        let patch_path = scratch.join(".fix-check.patch");
-        std::fs::write(&patch_path, patch).map_err(|e| e.to_string())?;
-        git(
-            &scratch,
-            &["apply", "-R", "--unidiff-zero", ".fix-check.patch"],
-        )
-        .map_err(|e| format!("the fix does not undo cleanly on HEAD: {e}"))?;
-        let _ = std::fs::remove_file(&patch_path);
-        Ok(group
+        &["worktree", "add", "--quiet", "--detach", &scratch_s, base],
+    )
+    .map_err(|e| format!("cannot make a worktree: {e}"))?;
+    let result = undo_fix(root, &scratch, base, commit).map(|()| {
+        group
             .iter()
             .map(|fix| run_tests(&scratch, target_dir, fix, timeout))
-            .collect())
-    })();
+            .collect()
+    });
     let _ = git(root, &["worktree", "remove", "--force", &scratch_s]);
     let _ = std::fs::remove_dir_all(&scratch);
-    result.unwrap_or_else(all_missed)
+    result
 }
 
-/// The commit's changes to code (not to tests) as a zero-context patch.
-fn fix_patch(root: &Path, commit: &str) -> Result<String, String> {
+/// Undoes `commit` on the worktree `dir` (checked out at `base`) with `git revert` (a
+/// three-way merge, so later changes nearby do not stop it), then puts back every test
+/// the commit touched as it is at `base`: test files whole, and the unit-test module at
+/// the bottom of a source file.
+fn undo_fix(root: &Path, dir: &Path, base: &str, commit: &str) -> Result<(), String> {
+    if let Err(e) = git(dir, &["revert", "--no-commit", "--no-edit", commit]) {
+        let _ = git(dir, &["revert", "--abort"]);
+        let first = e.lines().next().unwrap_or("").to_string();
+        return Err(format!("the fix does not undo cleanly on {base}: {first}"));
+    }
     let parent = format!("{commit}^");
     let files = git(root, &["diff", "--name-only", &parent, commit])?;
-    let mut patch = String::new();
-    for file in files.lines().filter(|f| !ledger::is_test_path(f)) {
-        let diff = git(root, &["diff", "--unified=0", &parent, commit, "--", file])?;
-        let test_start = if file.ends_with(".rs") {
-            git(root, &["show", &format!("{commit}:{file}")])
-                .ok()
-                .and_then(|src| ledger::test_module_start(&src))
-        } else {
-            None
-        };
-        if let Some(p) = ledger::code_hunks(&diff, test_start) {
-            patch.push_str(&p);
+    let mut code_changed = false;
+    for file in files.lines() {
+        let at_head = git(root, &["show", &format!("{base}:{file}")]).ok();
+        if ledger::is_test_path(file) {
+            if let Some(content) = at_head {
+                std::fs::write(dir.join(file), content).map_err(|e| format!("{file}: {e}"))?;
+            }
+            continue;
+        }
+        code_changed = true;
+        if let (true, Some(head)) = (file.ends_with(".rs"), at_head) {
+            let path = dir.join(file);
+            let Ok(reverted) = std::fs::read_to_string(&path) else {
+                continue; // the fix added the file: undone means gone
+            };
+            std::fs::write(&path, ledger::splice_tests(&reverted, &head))
+                .map_err(|e| format!("{file}: {e}"))?;
         }
     }
-    if patch.is_empty() {
+    if !code_changed {
         return Err("the commit changes only tests".into());
     }
-    Ok(patch)
+    Ok(())
 }
 
 fn cargo(
