@@ -9,9 +9,12 @@
 //! responses of a connection with one `write` per loop turn. The parent never accepts a
 //! connection.
 //!
-//! What it does not do yet: request timeouts, routing, static files, streaming bodies
-//! and HTTPS (see the server issue). A handler must not block: one slow handler stalls
-//! every connection of its worker.
+//! Around it: per-connection timeouts ([`Timeouts`]), backpressure (a connection whose
+//! unsent output passes a high-water mark is not read until it drains), and a
+//! [`Router`] (method and path with parameters and a trailing wildcard, 404 and 405).
+//!
+//! What it does not do yet: static files, streaming bodies and HTTPS. A handler must
+//! not block: one slow handler stalls every connection of its worker.
 //!
 //! ```no_run
 //! use keel_server::{Config, Request, Response, Server};
@@ -36,12 +39,14 @@
 
 mod handler;
 mod prefork;
+pub mod router;
 mod timer;
 mod worker;
 
 pub use handler::{Handler, Header, Request, Response};
 pub use keel_http::{Limits, StatusCode};
 pub use prefork::Server;
+pub use router::{Params, Router};
 
 use std::io;
 use std::net::SocketAddr;

@@ -37,31 +37,7 @@ impl ServerProcess {
 
     /// As [`ServerProcess::start`], with more arguments.
     pub fn start_with(workers: usize, extra: &[&str]) -> ServerProcess {
-        let mut child = Command::new(example_path("techempower"))
-            .args(["--addr", "127.0.0.1:0", "--workers", &workers.to_string()])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn techempower");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("server did not print its address within 20 s");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .expect("address");
-        ServerProcess { child, addr }
+        start_example("techempower", workers, extra)
     }
 
     pub fn pid(&self) -> i32 {
@@ -244,4 +220,45 @@ pub fn get(path: &str) -> Vec<u8> {
 
 pub fn send(s: &mut TcpStream, bytes: &[u8]) {
     s.write_all(bytes).expect("write request");
+}
+
+/// Starts the example `name` with `--addr 127.0.0.1:0 --workers N` and `extra`, and waits
+/// for its "listening on ADDR" line.
+pub fn start_example(name: &str, workers: usize, extra: &[&str]) -> ServerProcess {
+    let mut child = Command::new(example_path(name))
+        .args(["--addr", "127.0.0.1:0", "--workers", &workers.to_string()])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    // On failure, dropping a ServerProcess kills the parent and any workers.
+    let unbound = SocketAddr::from(([0, 0, 0, 0], 0));
+    let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
+        drop(ServerProcess {
+            child,
+            addr: unbound,
+        });
+        panic!("{name} did not print its address within 20 s");
+    };
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .and_then(|a| a.parse().ok());
+    let Some(addr) = addr else {
+        drop(ServerProcess {
+            child,
+            addr: unbound,
+        });
+        panic!("{name}: unexpected first line {line:?}");
+    };
+    ServerProcess { child, addr }
 }
