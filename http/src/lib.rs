@@ -85,6 +85,7 @@ mod date;
 mod error;
 mod request;
 mod response;
+mod sse;
 
 pub use chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits, Decoded};
 pub use date::HttpDate;
@@ -96,3 +97,4 @@ pub use response::{
     is_valid_field_name, is_valid_field_value, write_content_length, write_field_line,
     write_status_line, StatusCode,
 };
+pub use sse::{write_comment, write_event, ReceivedEvent, SseDecoder, SseError, SseEvent};
