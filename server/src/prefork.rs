@@ -339,6 +339,11 @@ where
         ..ListenOptions::default()
     };
     let listener = socket::tcp_listener(config.addr, &opts)?;
+    // Grow the descriptor table once, now, for every connection this worker may hold
+    // (plus room for its own descriptors), so the kernel never grows it under load.
+    let want = u32::try_from(config.max_connections.saturating_add(64)).unwrap_or(u32::MAX);
+    let limit = u32::try_from(keel_linux::rlimit::nofile_limit()).unwrap_or(u32::MAX);
+    let _ = keel_linux::rlimit::reserve_fd_table(&listener, want.min(limit));
     let mut worker = Worker::new(*config, make_handler(), listener, stop)?;
     lio::write(&ready, b"R")?;
     drop(ready);
