@@ -37,6 +37,9 @@ struct Args {
     /// Milliseconds workers have to finish in-flight requests on SIGTERM [default: 5000].
     #[arg(long)]
     shutdown_timeout_ms: Option<u64>,
+    /// Log one line per request to standard error (Common Log Format).
+    #[arg(long)]
+    access_log: bool,
 }
 
 fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
@@ -76,6 +79,7 @@ fn main() {
     if let Some(n) = args.workers {
         config.workers = n;
     }
+    config.access_log = args.access_log;
     let ms = std::time::Duration::from_millis;
     let t = &mut config.timeouts;
     for (arg, slot) in [

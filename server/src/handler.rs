@@ -153,6 +153,11 @@ impl Response {
         self.close
     }
 
+    /// The length of the body set so far, in bytes.
+    pub fn body_len(&self) -> usize {
+        self.static_body.map_or(self.body.len(), <[u8]>::len)
+    }
+
     /// Appends the serialized response to `out`. `prefix` holds the precomputed
     /// `Server` and `Date` field lines, after the status line `HTTP/1.1 200 OK` (which
     /// the common case copies along with them); `head_only` drops the body (HEAD);
@@ -202,6 +207,8 @@ impl Response {
 pub(crate) struct Prefix {
     ok_head: Vec<u8>,
     second: u64,
+    /// The same second as in the Common Log Format: `06/Nov/1994:08:49:37 +0000`.
+    clf: String,
 }
 
 const OK_LINE: &[u8] = b"HTTP/1.1 200 OK\r\n";
@@ -211,6 +218,7 @@ impl Prefix {
         let mut p = Prefix {
             ok_head: Vec::with_capacity(80),
             second: u64::MAX,
+            clf: String::new(),
         };
         p.refresh(now);
         p
@@ -226,10 +234,24 @@ impl Prefix {
             self.ok_head.clear();
             self.ok_head.extend_from_slice(OK_LINE);
             self.ok_head.extend_from_slice(b"Server: keel\r\nDate: ");
-            self.ok_head
-                .extend_from_slice(keel_http::HttpDate::from_system_time(now).as_bytes());
+            let date = keel_http::HttpDate::from_system_time(now);
+            self.ok_head.extend_from_slice(date.as_bytes());
             self.ok_head.extend_from_slice(b"\r\n");
+            // IMF-fixdate is `Sun, 06 Nov 1994 08:49:37 GMT`.
+            let d = date.as_str();
+            self.clf = format!(
+                "{}/{}/{}:{} +0000",
+                &d[5..7],
+                &d[8..11],
+                &d[12..16],
+                &d[17..25]
+            );
         }
+    }
+
+    /// The current second in the Common Log Format.
+    pub(crate) fn clf_date(&self) -> &str {
+        &self.clf
     }
 
     /// The `Server` and `Date` field lines alone.

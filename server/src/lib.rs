@@ -74,6 +74,10 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Per-connection timeouts.
     pub timeouts: Timeouts,
+    /// Write one line per request to standard error, in the Common Log Format (default
+    /// off). Lines are collected during a loop turn and written once per turn; when
+    /// standard error falls behind by more than 1 MiB, lines are dropped and counted.
+    pub access_log: bool,
 }
 
 /// How long a connection may take over each thing it does; each fires within 100 ms
@@ -117,6 +121,7 @@ impl Config {
             max_connections: 100_000,
             shutdown_timeout: Duration::from_secs(5),
             timeouts: Timeouts::default(),
+            access_log: false,
         }
     }
 

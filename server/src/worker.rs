@@ -64,6 +64,8 @@ struct Conn {
     idle_since: Millis,
     /// The deadline of what the connection is doing now (see [`Worker::arm`]).
     deadline: Millis,
+    /// The client's address, when the access log is on.
+    peer: Option<std::net::SocketAddr>,
     /// The tick of its live entry in the timer wheel (at or before `deadline`), or
     /// `NOT_FILED`.
     filed_tick: u64,
@@ -97,6 +99,7 @@ impl Conn {
             idle_since: now,
             deadline: now,
             filed_tick: NOT_FILED,
+            peer: None,
         }
     }
 
@@ -147,7 +150,15 @@ pub(crate) struct Worker<H> {
     date_due: Millis,
     /// The timeouts of `config`, in milliseconds.
     timeouts: [Millis; 4],
+    /// Access log lines not yet written to standard error.
+    log: Vec<u8>,
+    /// Access log lines dropped because standard error did not keep up.
+    log_dropped: u64,
 }
+
+/// Access log lines wait here at most; past it, lines are dropped (and counted) rather
+/// than let a slow log reader hold the worker up.
+const MAX_LOG_BUFFER: usize = 1 << 20;
 
 const HEADER_READ: usize = 0;
 const BODY_READ: usize = 1;
@@ -204,6 +215,8 @@ impl<H: Handler> Worker<H> {
                 millis(config.timeouts.keep_alive),
                 millis(config.timeouts.write),
             ],
+            log: Vec::new(),
+            log_dropped: 0,
         })
     }
 
@@ -243,10 +256,32 @@ impl<H: Handler> Worker<H> {
                 }
             }
             self.expire();
+            self.write_log();
             if self.shutdown_deadline.is_some() && self.live == 0 {
                 return Ok(());
             }
         }
+    }
+
+    /// Writes the access log lines of this turn to standard error (one write).
+    fn write_log(&mut self) {
+        if self.log.is_empty() && self.log_dropped == 0 {
+            return;
+        }
+        if self.log_dropped > 0 {
+            let line = format!("keel: {} access log lines dropped\n", self.log_dropped);
+            self.log.extend_from_slice(line.as_bytes());
+            self.log_dropped = 0;
+        }
+        let mut rest = &self.log[..];
+        while !rest.is_empty() {
+            match lio::write(std::io::stderr(), rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.log.clear();
     }
 
     /// The wall-clock time at `self.now`.
@@ -426,6 +461,9 @@ impl<H: Handler> Worker<H> {
                     // The first request's head must arrive within the header timeout,
                     // counted from the connection.
                     let mut c = Conn::new(fd, self.now);
+                    if self.config.access_log {
+                        c.peer = socket::peer_addr(&c.fd).ok();
+                    }
                     c.head_since = Some(self.now);
                     c.deadline = self.now + self.timeouts[HEADER_READ];
                     c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
@@ -634,6 +672,8 @@ impl<H: Handler> Worker<H> {
             config,
             shutdown_deadline,
             now,
+            log,
+            log_dropped,
             ..
         } = self;
         let c = conns[i]
@@ -758,6 +798,13 @@ impl<H: Handler> Worker<H> {
             handler.handle(&Request::new(req, content), response);
             let close = !keep_alive || response.wants_close();
             response.write_to(&mut c.output, date, head_only, close, http10 && !close);
+            if config.access_log {
+                if log.len() < MAX_LOG_BUFFER {
+                    access_log_line(log, c.peer, date, &req, response);
+                } else {
+                    *log_dropped += 1;
+                }
+            }
             c.start += consumed;
             c.sent_continue = false;
             c.chunked = None;
@@ -769,6 +816,37 @@ impl<H: Handler> Worker<H> {
             }
         }
     }
+}
+
+/// Appends one access log line in the Common Log Format:
+/// `client - - [06/Nov/1994:08:49:37 +0000] "GET /path HTTP/1.1" 200 13`; the request-line
+/// bytes are escaped so a peer cannot forge log lines.
+fn access_log_line(
+    log: &mut Vec<u8>,
+    peer: Option<std::net::SocketAddr>,
+    date: &Prefix,
+    req: &keel_http::Request<'_>,
+    res: &Response,
+) {
+    use std::io::Write;
+    let peer = peer.map_or_else(|| "-".to_string(), |p| p.ip().to_string());
+    let _ = write!(log, "{peer} - - [{}] \"", date.clf_date());
+    for part in [
+        req.method(),
+        b" ",
+        req.target(),
+        b" ",
+        req.version().as_bytes(),
+    ] {
+        for &b in part {
+            if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+                let _ = write!(log, "\\x{b:02x}");
+            } else {
+                log.push(b);
+            }
+        }
+    }
+    let _ = writeln!(log, "\" {} {}", res.status().as_u16(), res.body_len());
 }
 
 /// Whether `buf` may hold the end of a head (an empty line) in bytes not yet searched:

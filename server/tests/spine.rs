@@ -314,3 +314,62 @@ fn sigterm_stops_parent_and_workers_within_five_seconds() {
         eprintln!("signal {sig}: stopped in {took:?}");
     }
 }
+
+#[test]
+fn access_log_writes_one_escaped_line_per_request() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(example_path("techempower"))
+        .args(["--addr", "127.0.0.1:0", "--workers", "1", "--access-log"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr: std::net::SocketAddr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // A request-line with a quote: escaped in the log, so it cannot forge a line.
+    send(
+        &mut s,
+        b"GET /plaintext?a=\"b HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    let mut buf = Vec::new();
+    read_response(&mut s, &mut buf).unwrap();
+    read_response(&mut s, &mut buf).unwrap();
+    drop(s);
+    // Stop the server, then read everything it logged.
+    send_signal(child.id() as i32, 15);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("127.0.0.1 - - ["))
+        .collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].ends_with("] \"GET /plaintext?a=\\x22b HTTP/1.1\" 200 13"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].ends_with("] \"GET /nope HTTP/1.1\" 404 0"),
+        "{}",
+        lines[1]
+    );
+    // The date part is in the Common Log Format: [dd/Mon/yyyy:hh:mm:ss +0000].
+    let date = &lines[0]["127.0.0.1 - - [".len().."127.0.0.1 - - [".len() + 26];
+    assert!(
+        date.ends_with(" +0000") && &date[2..3] == "/" && &date[6..7] == "/",
+        "{date}"
+    );
+}
