@@ -10,6 +10,10 @@ declare -A packages=(
   [wrk]=wrk
   [python3]=python3
   [openssl]=openssl
+  [dnsmasq]=dnsmasq
+  [ip]=iproute2
+  [unshare]=util-linux
+  [prlimit]=util-linux
 )
 missing=()
 for tool in "${!packages[@]}"; do
@@ -19,7 +23,7 @@ if ((${#missing[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${missing[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
   else
     echo "missing tools; install the Debian/Ubuntu packages: ${missing[*]}" >&2
     echo "  sudo apt-get install ${missing[*]}" >&2

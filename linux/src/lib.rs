@@ -1,7 +1,8 @@
 //! keel-linux: thin, safe wrappers over the Linux system calls keel's I/O layers need.
 //!
 //! What it does: owned file descriptors, epoll, TCP sockets (`socket`, `bind`, `listen`,
-//! `accept4`, socket options), `read`/`write`/`writev`, signals delivered through a
+//! `accept4`, socket options), UDP and Unix-domain sockets, random bytes (`getrandom`),
+//! entering a network namespace (`setns`), `read`/`write`/`writev`, signals delivered through a
 //! `signalfd`, `RLIMIT_NOFILE`, and `fork`/`waitpid`/`kill` for prefork workers.
 //!
 //! What it does not do: no buffering, no event loop, no protocol. Every function is one
@@ -31,10 +32,14 @@
 
 pub mod epoll;
 pub mod io;
+pub mod netns;
 pub mod process;
+pub mod random;
 pub mod rlimit;
 pub mod signal;
 pub mod socket;
+pub mod udp;
+pub mod unix;
 
 pub use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 

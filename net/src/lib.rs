@@ -1,13 +1,18 @@
-//! keel-net: socket addresses and TCP sockets with deadlines.
+//! keel-net: sockets with deadlines, DNS, and connecting by host name.
 //!
-//! What it does: parses `HOST:PORT` socket addresses with clear errors; gives a
-//! [`TcpListener`] and a [`TcpStream`] that work two ways: blocking with deadlines (every
-//! call that can wait takes or keeps a time limit and says which one passed), or
-//! non-blocking for an event loop (the `*_nonblocking` calls, which return
-//! [`std::io::ErrorKind::WouldBlock`] instead of waiting).
+//! What it does: parses `HOST:PORT` socket addresses with clear errors; gives TCP
+//! ([`TcpListener`], [`TcpStream`]), UDP ([`UdpSocket`]) and Unix-domain
+//! ([`UnixListener`], [`UnixStream`], [`UnixDatagram`] on paths or abstract names)
+//! sockets that work two ways: blocking with deadlines (every call that can wait takes or
+//! keeps a time limit and says which one passed), or non-blocking for an event loop (the
+//! `*_nonblocking` calls, which return [`std::io::ErrorKind::WouldBlock`] instead of
+//! waiting). [`dns`] holds an I/O-free DNS message codec ([`dns::wire`]), the
+//! resolv.conf and hosts parsers, and a stub [`dns::Resolver`]; [`happy_eyeballs`] holds
+//! the I/O-free RFC 8305 [`happy_eyeballs::Planner`] and
+//! [`happy_eyeballs::connect_by_name`].
 //!
-//! What it does not do (yet): UDP, Unix-domain sockets, DNS and Happy Eyeballs; host
-//! names are not resolved, [`parse_socket_addr`] takes IP literals only.
+//! What it does not do (yet): DNSSEC, DNS over TLS/HTTPS, negative caching, PTR/SRV
+//! lookups, and an event-loop (non-blocking) resolver.
 //!
 //! Sockets are always non-blocking and close-on-exec underneath; a blocking call waits
 //! with `poll(2)` for at most the time left before its deadline.
@@ -30,10 +35,17 @@
 #![warn(missing_docs)]
 
 mod addr;
+pub mod dns;
 mod error;
+pub mod happy_eyeballs;
 mod tcp;
+mod udp;
+mod unix;
+mod wait;
 
 pub use addr::parse_socket_addr;
-pub use error::{AddrError, Error};
+pub use error::{AddrError, Error, FailedAttempt};
 pub use keel_linux::socket::ListenOptions;
 pub use tcp::{TcpListener, TcpStream};
+pub use udp::UdpSocket;
+pub use unix::{UnixAddr, UnixDatagram, UnixListener, UnixStream};

@@ -8,40 +8,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-/// Waits until `fd` is ready for `what`, or fails with [`Error::TimedOut`] naming `op`
-/// once `deadline` has passed. `EINTR` restarts the wait with the time left.
-fn wait(
-    fd: BorrowedFd<'_>,
-    what: PollFor,
-    deadline: Option<Instant>,
-    op: &'static str,
-) -> Result<(), Error> {
-    loop {
-        let timeout = match deadline {
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(Error::TimedOut { op });
-                }
-                Some(left)
-            }
-            None => None,
-        };
-        match lio::poll_fd(fd, what, timeout) {
-            Ok(true) => return Ok(()),
-            // Rounding up to whole milliseconds may wake just before the deadline; the
-            // loop checks the time again.
-            Ok(false) => continue,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(Error::Io {
-                    op: "poll",
-                    source: e,
-                })
-            }
-        }
-    }
-}
+use crate::wait::wait;
 
 /// A listening TCP socket.
 #[derive(Debug)]

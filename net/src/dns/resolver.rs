@@ -1,0 +1,547 @@
+//! The stub resolver: hosts file, cache, then UDP queries with retry and rotation, TCP
+//! when an answer is truncated, CNAME chains followed with a limit.
+
+use super::conf::ResolvConf;
+use super::hosts::Hosts;
+use super::wire::{encode_query, Message, Name, Question, RData, Rcode, RrClass, RrType};
+use crate::error::Error;
+use crate::{TcpStream, UdpSocket};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The most CNAME records followed for one lookup (RFC 1034 §3.6.2 asks resolvers to
+/// bound chains; glibc allows about as many).
+pub const MAX_CNAME_CHAIN: usize = 8;
+/// The most cached answers; when full, expired ones are dropped, then all.
+const MAX_CACHE_ENTRIES: usize = 1024;
+/// The receive buffer for one UDP answer: the largest UDP payload.
+const UDP_BUFFER_SIZE: usize = 65_535;
+
+/// Where an [`Answer`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The name was an IP address literal.
+    Literal,
+    /// The hosts file (TTL reported as 0).
+    Hosts,
+    /// The resolver's cache (TTLs counted down since the answer arrived).
+    Cache,
+    /// A nameserver, over UDP or (with `tcp` true) TCP.
+    Server {
+        /// The server's address.
+        addr: SocketAddr,
+        /// Whether the final answer came over TCP (asked for, or after truncation).
+        tcp: bool,
+    },
+}
+
+/// The addresses of one name for one record type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The fully qualified name that answered (after the search list).
+    pub name: Name,
+    /// A or AAAA.
+    pub qtype: RrType,
+    /// The CNAME targets followed from `name`, in order; the last is the canonical name.
+    pub cname_chain: Vec<Name>,
+    /// The addresses with their TTLs in seconds, in the server's order.
+    pub addresses: Vec<(IpAddr, u32)>,
+    /// Where the answer came from.
+    pub source: Source,
+}
+
+/// The result of [`Resolver::lookup_ip`]: the AAAA and the A lookups, each with its own
+/// outcome (one family may fail while the other succeeds).
+#[derive(Debug)]
+pub struct Lookup {
+    /// The AAAA lookup.
+    pub aaaa: Result<Answer, Error>,
+    /// The A lookup.
+    pub a: Result<Answer, Error>,
+}
+
+impl Lookup {
+    /// Every address, IPv6 first.
+    pub fn addresses(&self) -> Vec<IpAddr> {
+        [&self.aaaa, &self.a]
+            .into_iter()
+            .flat_map(|r| r.iter().flat_map(|a| a.addresses.iter().map(|&(ip, _)| ip)))
+            .collect()
+    }
+}
+
+/// How a query is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryOptions {
+    /// Query over TCP from the start (RFC 7766) instead of UDP first.
+    pub tcp: bool,
+    /// `Some(octets)`: send an OPT record advertising this UDP payload size (RFC 6891
+    /// §6.2.5; default 1232). `None`: plain RFC 1035 queries, answers capped at 512
+    /// octets over UDP.
+    pub edns_udp_size: Option<u16>,
+    /// Consult the hosts file first (default `true`).
+    pub use_hosts: bool,
+    /// Consult and fill the cache (default `true`).
+    pub use_cache: bool,
+}
+
+impl Default for QueryOptions {
+    fn default() -> QueryOptions {
+        QueryOptions {
+            tcp: false,
+            edns_udp_size: Some(1232),
+            use_hosts: true,
+            use_cache: true,
+        }
+    }
+}
+
+struct CacheEntry {
+    stored: Instant,
+    expires: Instant,
+    answer: Answer,
+}
+
+/// A blocking stub resolver (RFC 1034 §5.3.1) configured by [`ResolvConf`] and [`Hosts`].
+///
+/// For each lookup it tries, in order: an IP literal; the hosts file; its cache; then
+/// each name of the search list ([`ResolvConf::candidates`]) against the nameservers.
+/// Each query has a random ID from the kernel (`getrandom`) and goes out from a fresh
+/// socket bound to port 0, for which Linux picks a random ephemeral port (RFC 5452 §9.2).
+/// An answer is accepted only from the address queried, with the query's ID, with QR
+/// set, and with the same question (name compared without case); anything else is
+/// dropped and the wait goes on. A server that does not answer within
+/// [`ResolvConf::timeout`] is left for the next one; `attempts` rounds are made (with
+/// `rotate`, each lookup starts at the next server). A truncated UDP answer (TC) is asked
+/// again over TCP. CNAME records are followed, within the answer and by new queries, up
+/// to [`MAX_CNAME_CHAIN`]. Positive answers are cached for the smallest TTL of the
+/// records used.
+///
+/// It is `Sync`: share one between threads; [`Resolver::lookup_ip`] itself runs the A and
+/// AAAA lookups on two threads.
+pub struct Resolver {
+    conf: ResolvConf,
+    hosts: Hosts,
+    options: QueryOptions,
+    next_server: AtomicUsize,
+    cache: Mutex<HashMap<(Name, RrType), CacheEntry>>,
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("conf", &self.conf)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resolver {
+    /// A resolver with this configuration, hosts table and default [`QueryOptions`]
+    /// (with `tcp` from `use-vc`).
+    pub fn new(conf: ResolvConf, hosts: Hosts) -> Resolver {
+        let options = QueryOptions {
+            tcp: conf.use_vc,
+            ..QueryOptions::default()
+        };
+        Resolver {
+            conf,
+            hosts,
+            options,
+            next_server: AtomicUsize::new(0),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A resolver configured by `/etc/resolv.conf` and `/etc/hosts`; a missing file
+    /// counts as empty (so the defaults apply).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `read /etc/resolv.conf` or `read /etc/hosts` when a file
+    /// exists but cannot be read.
+    pub fn from_system() -> Result<Resolver, Error> {
+        let read = |path: &str, op: &'static str| match std::fs::read_to_string(path) {
+            Ok(s) => Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(source) => Err(Error::Io { op, source }),
+        };
+        let conf = ResolvConf::parse(&read("/etc/resolv.conf", "read /etc/resolv.conf")?);
+        let hosts = Hosts::parse(&read("/etc/hosts", "read /etc/hosts")?);
+        Ok(Resolver::new(conf, hosts))
+    }
+
+    /// Replaces the query options.
+    pub fn set_options(&mut self, options: QueryOptions) {
+        self.options = options;
+    }
+
+    /// The configuration in use.
+    pub fn conf(&self) -> &ResolvConf {
+        &self.conf
+    }
+
+    /// Looks up the A and AAAA records of `name` in parallel (the AAAA lookup on a second
+    /// thread), both bounded by `deadline`.
+    ///
+    /// # Errors
+    /// Each half carries its own error, as [`Resolver::lookup`].
+    pub fn lookup_ip(&self, name: &str, deadline: Instant) -> Lookup {
+        std::thread::scope(|s| {
+            let aaaa = s.spawn(|| self.lookup(name, RrType::AAAA, deadline));
+            let a = self.lookup(name, RrType::A, deadline);
+            let aaaa = aaaa.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            Lookup { aaaa, a }
+        })
+    }
+
+    /// Looks up the addresses of `name` of type `qtype` (A or AAAA), finishing by
+    /// `deadline`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`]; [`Error::NxDomain`] when no name of the search list
+    /// exists; [`Error::NoAddress`] when one exists without records of `qtype`;
+    /// [`Error::ServFail`], [`Error::Rcode`]; [`Error::NoAnswer`] when no server
+    /// answered; [`Error::TimedOut`] with `op` `resolve` when `deadline` passed;
+    /// [`Error::Truncated`]; [`Error::Mismatch`] or [`Error::Malformed`] (over TCP);
+    /// [`Error::CnameChainTooLong`]; [`Error::Io`] for socket failures.
+    ///
+    /// # Panics
+    /// When `qtype` is neither A nor AAAA.
+    pub fn lookup(&self, name: &str, qtype: RrType, deadline: Instant) -> Result<Answer, Error> {
+        assert!(
+            qtype == RrType::A || qtype == RrType::AAAA,
+            "lookup takes A or AAAA"
+        );
+        if let Ok(ip) = name.parse::<IpAddr>() {
+            let addresses = if ip.is_ipv6() == (qtype == RrType::AAAA) {
+                vec![(ip, 0)]
+            } else {
+                vec![]
+            };
+            return Ok(Answer {
+                name: Name::root(),
+                qtype,
+                cname_chain: vec![],
+                addresses,
+                source: Source::Literal,
+            });
+        }
+        if self.options.use_hosts {
+            let found = self.hosts.lookup(name);
+            if !found.is_empty() {
+                let addresses = found
+                    .iter()
+                    .filter(|ip| ip.is_ipv6() == (qtype == RrType::AAAA))
+                    .map(|&ip| (ip, 0))
+                    .collect::<Vec<_>>();
+                if addresses.is_empty() {
+                    return Err(Error::NoAddress {
+                        name: name.to_owned(),
+                    });
+                }
+                return Ok(Answer {
+                    name: Name::from_ascii(name).unwrap_or_else(|_| Name::root()),
+                    qtype,
+                    cname_chain: vec![],
+                    addresses,
+                    source: Source::Hosts,
+                });
+            }
+        }
+        let mut last = None;
+        for candidate in self.conf.candidates(name)? {
+            match self.resolve(&candidate, qtype, deadline) {
+                Ok(a) => return Ok(a),
+                Err(e @ Error::NxDomain { .. }) => {
+                    if !matches!(last, Some(Error::NoAddress { .. })) {
+                        last = Some(e);
+                    }
+                }
+                Err(e @ Error::NoAddress { .. }) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(Error::NoNameserver))
+    }
+
+    /// Resolves one fully qualified name, following CNAME records.
+    fn resolve(&self, qname: &Name, qtype: RrType, deadline: Instant) -> Result<Answer, Error> {
+        if let Some(a) = self.cached(qname, qtype) {
+            return Ok(a);
+        }
+        let mut chain: Vec<Name> = Vec::new();
+        let mut min_ttl = u32::MAX;
+        let mut current = qname.clone();
+        loop {
+            let (msg, server, tcp) = self.exchange(&current, qtype, deadline)?;
+            let source = Source::Server { addr: server, tcp };
+            match msg.header.rcode {
+                Rcode::NOERROR => {}
+                Rcode::NXDOMAIN => {
+                    return Err(Error::NxDomain {
+                        name: current.to_string(),
+                        server,
+                    })
+                }
+                Rcode::SERVFAIL => {
+                    return Err(Error::ServFail {
+                        name: current.to_string(),
+                        server,
+                    })
+                }
+                Rcode(rcode) => {
+                    return Err(Error::Rcode {
+                        name: current.to_string(),
+                        server,
+                        rcode,
+                    })
+                }
+            }
+            let asked = current.clone();
+            // Walk the answer section: addresses of `current`, or its CNAME.
+            let addresses = loop {
+                let addrs: Vec<(IpAddr, u32)> = msg
+                    .answers
+                    .iter()
+                    .filter(|r| r.name == current)
+                    .filter_map(|r| match r.data {
+                        RData::A(ip) if qtype == RrType::A => Some((IpAddr::V4(ip), r.ttl)),
+                        RData::Aaaa(ip) if qtype == RrType::AAAA => Some((IpAddr::V6(ip), r.ttl)),
+                        _ => None,
+                    })
+                    .collect();
+                if !addrs.is_empty() {
+                    break addrs;
+                }
+                let cname = msg.answers.iter().find_map(|r| match &r.data {
+                    RData::Cname(t) if r.name == current => Some((t.clone(), r.ttl)),
+                    _ => None,
+                });
+                let Some((target, ttl)) = cname else {
+                    break Vec::new();
+                };
+                if chain.len() == MAX_CNAME_CHAIN {
+                    return Err(Error::CnameChainTooLong {
+                        name: qname.to_string(),
+                        limit: MAX_CNAME_CHAIN,
+                    });
+                }
+                min_ttl = min_ttl.min(ttl);
+                chain.push(target.clone());
+                current = target;
+            };
+            if !addresses.is_empty() {
+                min_ttl = addresses.iter().fold(min_ttl, |m, &(_, t)| m.min(t));
+                let answer = Answer {
+                    name: qname.clone(),
+                    qtype,
+                    cname_chain: chain,
+                    addresses,
+                    source,
+                };
+                self.store(&answer, min_ttl);
+                return Ok(answer);
+            }
+            if current == asked {
+                // NOERROR without data, and no CNAME to follow (RFC 2308 §2.2).
+                return Err(Error::NoAddress {
+                    name: current.to_string(),
+                });
+            }
+            // The chain left this answer: ask for its end.
+        }
+    }
+
+    /// Sends one query for `qname`/`qtype` to the servers in turn until one answers.
+    fn exchange(
+        &self,
+        qname: &Name,
+        qtype: RrType,
+        deadline: Instant,
+    ) -> Result<(Message, SocketAddr, bool), Error> {
+        let servers = &self.conf.nameservers;
+        if servers.is_empty() {
+            return Err(Error::NoNameserver);
+        }
+        let question = Question {
+            qname: qname.clone(),
+            qtype,
+            qclass: RrClass::IN,
+        };
+        let first = if self.conf.rotate {
+            self.next_server.fetch_add(1, Ordering::Relaxed) % servers.len()
+        } else {
+            0
+        };
+        let mut queries = 0;
+        let mut ignored = 0;
+        let mut last_err = None;
+        for _ in 0..self.conf.attempts.max(1) {
+            for i in 0..servers.len() {
+                let server = servers[(first + i) % servers.len()];
+                if Instant::now() >= deadline {
+                    return Err(Error::TimedOut { op: "resolve" });
+                }
+                let try_deadline = deadline.min(Instant::now() + self.conf.timeout);
+                queries += 1;
+                let r = if self.options.tcp {
+                    tcp_exchange(server, &question, try_deadline)
+                } else {
+                    match self.udp_exchange(server, &question, try_deadline, &mut ignored) {
+                        Ok(m) if m.header.tc => tcp_exchange(server, &question, try_deadline),
+                        r => r.map(|m| (m, server, false)),
+                    }
+                };
+                match r {
+                    // SERVFAIL and REFUSED: another server may do better.
+                    Ok((m, _, tcp))
+                        if m.header.rcode == Rcode::SERVFAIL
+                            || m.header.rcode == Rcode::REFUSED =>
+                    {
+                        last_err = Some(Ok((m, server, tcp)));
+                    }
+                    Ok((m, _, _)) if m.header.tc => {
+                        return Err(Error::Truncated {
+                            name: qname.to_string(),
+                            server,
+                        })
+                    }
+                    Ok(ok) => return Ok(ok),
+                    Err(Error::TimedOut { .. }) if Instant::now() >= deadline => {
+                        return Err(Error::TimedOut { op: "resolve" })
+                    }
+                    Err(Error::TimedOut { .. }) => {}
+                    Err(e) => last_err = Some(Err(e)),
+                }
+            }
+        }
+        match last_err {
+            Some(r) => r,
+            None => Err(Error::NoAnswer {
+                name: qname.to_string(),
+                servers: servers.clone(),
+                queries,
+                ignored,
+            }),
+        }
+    }
+
+    fn udp_exchange(
+        &self,
+        server: SocketAddr,
+        question: &Question,
+        deadline: Instant,
+        ignored: &mut u32,
+    ) -> Result<Message, Error> {
+        let any: SocketAddr = match server {
+            SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        let sock = UdpSocket::bind(any)?;
+        let id = keel_linux::random::u16().map_err(Error::io("getrandom"))?;
+        let mut out = Vec::with_capacity(64);
+        encode_query(id, question, true, self.options.edns_udp_size, &mut out);
+        sock.send_to_before(&out, server, deadline)?;
+        let mut buf = vec![0u8; UDP_BUFFER_SIZE];
+        loop {
+            let (n, from) = sock.recv_from_before(&mut buf, deadline)?;
+            if from.ip() != server.ip() || from.port() != server.port() {
+                *ignored += 1;
+                continue;
+            }
+            let Ok(msg) = Message::decode(&buf[..n]) else {
+                // A malformed datagram may be forged; keep waiting for the real one.
+                *ignored += 1;
+                continue;
+            };
+            if check(&msg, id, question).is_err() {
+                *ignored += 1;
+                continue;
+            }
+            return Ok(msg);
+        }
+    }
+
+    fn cached(&self, qname: &Name, qtype: RrType) -> Option<Answer> {
+        if !self.options.use_cache {
+            return None;
+        }
+        let now = Instant::now();
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let e = cache.get(&(qname.clone(), qtype))?;
+        if now >= e.expires {
+            return None;
+        }
+        let age = now.duration_since(e.stored).as_secs().min(u32::MAX as u64) as u32;
+        let mut a = e.answer.clone();
+        for (_, ttl) in &mut a.addresses {
+            *ttl = ttl.saturating_sub(age);
+        }
+        a.source = Source::Cache;
+        Some(a)
+    }
+
+    fn store(&self, answer: &Answer, ttl: u32) {
+        if !self.options.use_cache || ttl == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= MAX_CACHE_ENTRIES {
+            cache.retain(|_, e| e.expires > now);
+            if cache.len() >= MAX_CACHE_ENTRIES {
+                cache.clear();
+            }
+        }
+        cache.insert(
+            (answer.name.clone(), answer.qtype),
+            CacheEntry {
+                stored: now,
+                expires: now + Duration::from_secs(ttl as u64),
+                answer: answer.clone(),
+            },
+        );
+    }
+}
+
+/// Checks that `msg` answers the query `id`/`question` (RFC 5452 §9.1).
+fn check(msg: &Message, id: u16, question: &Question) -> Result<(), &'static str> {
+    if msg.header.id != id {
+        return Err("ID");
+    }
+    if !msg.header.qr {
+        return Err("QR bit");
+    }
+    if msg.header.opcode != 0 {
+        return Err("opcode");
+    }
+    if msg.questions.len() != 1 || msg.questions[0] != *question {
+        return Err("question");
+    }
+    Ok(())
+}
+
+/// One query over TCP (RFC 1035 §4.2.2, RFC 7766): a two-octet length, then the message.
+fn tcp_exchange(
+    server: SocketAddr,
+    question: &Question,
+    deadline: Instant,
+) -> Result<(Message, SocketAddr, bool), Error> {
+    let id = keel_linux::random::u16().map_err(Error::io("getrandom"))?;
+    let mut out = vec![0, 0];
+    encode_query(id, question, true, None, &mut out);
+    let len = (out.len() - 2) as u16;
+    out[..2].copy_from_slice(&len.to_be_bytes());
+    let mut s = TcpStream::connect(server, deadline)?;
+    s.write_all_before(&out, deadline)?;
+    let mut len = [0u8; 2];
+    s.read_exact_before(&mut len, deadline)?;
+    let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact_before(&mut buf, deadline)?;
+    let msg = Message::decode(&buf).map_err(|reason| Error::Malformed { server, reason })?;
+    check(&msg, id, question).map_err(|what| Error::Mismatch { server, what })?;
+    Ok((msg, server, true))
+}

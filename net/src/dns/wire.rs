@@ -1,0 +1,1005 @@
+//! An I/O-free codec for DNS messages (RFC 1035 §4, RFC 3596, RFC 6891).
+//!
+//! It opens no socket and reads no clock. [`Message::decode`] parses a whole message
+//! (one UDP datagram, or one TCP message without its two-byte length prefix) into owned
+//! values; [`encode_query`] and [`Message::encode`] append a message to the caller's
+//! `Vec<u8>`.
+//!
+//! ```text
+//!   +---------------------+
+//!   |        Header       |  12 octets: ID, flags, four counts   (RFC 1035 §4.1.1)
+//!   +---------------------+
+//!   |       Question      |  QNAME QTYPE QCLASS                  (§4.1.2)
+//!   +---------------------+
+//!   |        Answer       |  resource records                    (§4.1.3)
+//!   +---------------------+
+//!   |      Authority      |
+//!   +---------------------+
+//!   |      Additional     |  may hold one OPT pseudo-record      (RFC 6891 §6.1)
+//!   +---------------------+
+//! ```
+//!
+//! What is decoded: the header, questions, and the RDATA of A (RFC 1035 §3.4.1), AAAA
+//! (RFC 3596 §2.2) and CNAME (§3.3.1) records, plus the OPT record's fields. Every other
+//! record type is skipped by its RDLENGTH and kept as raw bytes ([`RData::Other`]).
+//!
+//! Names may be compressed on read (§4.1.4). Every compression pointer must point
+//! strictly before the labels it ends (the name's start, or the previous pointer's
+//! target), which rules out loops; a name takes at most 255
+//! octets uncompressed (§3.1) and at most 127 pointers. Every read is bounds-checked, so
+//! no input makes the decoder panic, loop, or read past the message; a record count
+//! larger than the message can hold fails before anything is allocated for it.
+//!
+//! ```
+//! use keel_net::dns::wire::{encode_query, Message, Name, Question, RrClass, RrType};
+//! let q = Question { qname: Name::from_ascii("example.com").unwrap(), qtype: RrType::AAAA, qclass: RrClass::IN };
+//! let mut out = Vec::new();
+//! encode_query(0x1234, &q, true, Some(1232), &mut out);
+//! let m = Message::decode(&out).unwrap();
+//! assert_eq!(m.header.id, 0x1234);
+//! assert_eq!(m.questions, vec![q]);
+//! assert_eq!(m.edns.unwrap().udp_payload_size, 1232);
+//! ```
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// The longest name in octets, in uncompressed wire form (RFC 1035 §3.1).
+pub const MAX_NAME_SIZE: usize = 255;
+/// The longest label in octets (RFC 1035 §2.3.4).
+pub const MAX_LABEL_SIZE: usize = 63;
+/// The most compression pointers followed while reading one name.
+pub const MAX_POINTERS: usize = 127;
+/// The header's size in octets (RFC 1035 §4.1.1).
+pub const HEADER_SIZE: usize = 12;
+
+/// What is wrong with a DNS message given to [`Message::decode`]. Offsets are in octets
+/// from the start of the message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// The message ends inside `what`, which starts at `offset`.
+    #[error("message ends inside the {what} at octet {offset}")]
+    Truncated {
+        /// The part being read (`header`, `name`, `question`, `record`, `RDATA`).
+        what: &'static str,
+        /// Where it starts.
+        offset: usize,
+    },
+    /// A label length octet with the reserved top bits `01` or `10` (RFC 1035 §4.1.4;
+    /// the extended label types of RFC 6891 §5 are not supported).
+    #[error("reserved label type 0x{octet:02x} at octet {offset}")]
+    BadLabelType {
+        /// Where it is.
+        offset: usize,
+        /// The length octet.
+        octet: u8,
+    },
+    /// A compression pointer that does not point strictly before the labels it ends: a
+    /// forward reference (RFC 1035 §4.1.4 "a prior occurrence").
+    #[error("compression pointer at octet {offset} does not point before its name ({target})")]
+    BadPointer {
+        /// Where the pointer is.
+        offset: usize,
+        /// Where it points.
+        target: usize,
+    },
+    /// More than [`MAX_POINTERS`] pointers in one name.
+    #[error("more than {MAX_POINTERS} compression pointers in the name at octet {offset}")]
+    TooManyPointers {
+        /// Where the name starts.
+        offset: usize,
+    },
+    /// A name longer than [`MAX_NAME_SIZE`] octets once decompressed.
+    #[error("name at octet {offset} longer than {MAX_NAME_SIZE} octets")]
+    NameTooLong {
+        /// Where the name starts.
+        offset: usize,
+    },
+    /// An A, AAAA or OPT RDATA of the wrong length, or a CNAME whose name does not fill
+    /// its RDATA exactly.
+    #[error("RDATA of type {rtype} at octet {offset} has bad length {rdlength}")]
+    BadRdata {
+        /// The record type.
+        rtype: RrType,
+        /// Where the RDATA starts.
+        offset: usize,
+        /// Its RDLENGTH.
+        rdlength: u16,
+    },
+    /// An OPT record outside the additional section, not at the root name, or a second
+    /// one (RFC 6891 §6.1.1).
+    #[error("misplaced or repeated OPT record at octet {offset}")]
+    BadOpt {
+        /// Where the record starts.
+        offset: usize,
+    },
+    /// A section count larger than the rest of the message could hold.
+    #[error("{section} count {count} exceeds what the message can hold")]
+    CountTooLarge {
+        /// Which count (`question`, `answer`, `authority`, `additional`).
+        section: &'static str,
+        /// The count from the header.
+        count: u16,
+    },
+}
+
+/// A resource record TYPE or a QTYPE (RFC 1035 §3.2.2, §3.2.3).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RrType(pub u16);
+
+impl RrType {
+    /// A host address, IPv4 (1).
+    pub const A: RrType = RrType(1);
+    /// An authoritative name server (2).
+    pub const NS: RrType = RrType(2);
+    /// The canonical name for an alias (5).
+    pub const CNAME: RrType = RrType(5);
+    /// Start of a zone of authority (6).
+    pub const SOA: RrType = RrType(6);
+    /// A domain name pointer (12).
+    pub const PTR: RrType = RrType(12);
+    /// Mail exchange (15).
+    pub const MX: RrType = RrType(15);
+    /// Text strings (16).
+    pub const TXT: RrType = RrType(16);
+    /// A host address, IPv6 (28; RFC 3596 §2.1).
+    pub const AAAA: RrType = RrType(28);
+    /// The EDNS(0) pseudo-record (41; RFC 6891 §6.1.1).
+    pub const OPT: RrType = RrType(41);
+    /// A request for all records (QTYPE 255, "*").
+    pub const ANY: RrType = RrType(255);
+}
+
+impl fmt::Display for RrType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match *self {
+            RrType::A => "A",
+            RrType::NS => "NS",
+            RrType::CNAME => "CNAME",
+            RrType::SOA => "SOA",
+            RrType::PTR => "PTR",
+            RrType::MX => "MX",
+            RrType::TXT => "TXT",
+            RrType::AAAA => "AAAA",
+            RrType::OPT => "OPT",
+            RrType::ANY => "ANY",
+            RrType(n) => return write!(f, "TYPE{n}"),
+        };
+        f.write_str(s)
+    }
+}
+
+impl fmt::Debug for RrType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A CLASS or QCLASS (RFC 1035 §3.2.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RrClass(pub u16);
+
+impl RrClass {
+    /// The Internet (1).
+    pub const IN: RrClass = RrClass(1);
+}
+
+/// A response code (RFC 1035 §4.1.1), 12 bits wide when an OPT record carries the upper
+/// eight (RFC 6891 §6.1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Rcode(pub u16);
+
+impl Rcode {
+    /// No error (0).
+    pub const NOERROR: Rcode = Rcode(0);
+    /// Format error: the server could not interpret the query (1).
+    pub const FORMERR: Rcode = Rcode(1);
+    /// Server failure (2).
+    pub const SERVFAIL: Rcode = Rcode(2);
+    /// Name error: the domain name does not exist (3).
+    pub const NXDOMAIN: Rcode = Rcode(3);
+    /// Not implemented (4).
+    pub const NOTIMP: Rcode = Rcode(4);
+    /// Refused (5).
+    pub const REFUSED: Rcode = Rcode(5);
+}
+
+/// The fixed 12-octet header (RFC 1035 §4.1.1). `rcode` here is the full code, with the
+/// OPT record's upper bits merged in by [`Message::decode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The query ID the response must echo.
+    pub id: u16,
+    /// QR: `true` in a response.
+    pub qr: bool,
+    /// OPCODE (0 is a standard query).
+    pub opcode: u8,
+    /// AA: authoritative answer.
+    pub aa: bool,
+    /// TC: the message was truncated to fit the transport.
+    pub tc: bool,
+    /// RD: recursion desired.
+    pub rd: bool,
+    /// RA: recursion available.
+    pub ra: bool,
+    /// RCODE.
+    pub rcode: Rcode,
+    /// QDCOUNT, ANCOUNT, NSCOUNT, ARCOUNT as read from the wire.
+    pub counts: [u16; 4],
+}
+
+/// A domain name (RFC 1035 §3.1), held in uncompressed wire form: length-prefixed labels
+/// ending with the zero-length root label. Comparison ignores ASCII case (§2.3.3).
+#[derive(Clone)]
+pub struct Name {
+    wire: Vec<u8>,
+}
+
+impl Name {
+    /// The root name `.`.
+    pub fn root() -> Name {
+        Name { wire: vec![0] }
+    }
+
+    /// Parses a dotted name such as `www.example.com` or `www.example.com.` (a trailing
+    /// dot is allowed, and the name is always taken as fully qualified). Labels are 1 to
+    /// 63 octets of any bytes but `.`; no escapes. `.` alone is the root.
+    ///
+    /// # Errors
+    /// A static reason: an empty label, a label over 63 octets, or a name over 255.
+    pub fn from_ascii(s: &str) -> Result<Name, &'static str> {
+        if s == "." {
+            return Ok(Name::root());
+        }
+        let s = s.strip_suffix('.').unwrap_or(s);
+        if s.is_empty() {
+            return Err("empty name");
+        }
+        let mut wire = Vec::with_capacity(s.len() + 2);
+        for label in s.split('.') {
+            if label.is_empty() {
+                return Err("empty label");
+            }
+            if label.len() > MAX_LABEL_SIZE {
+                return Err("label longer than 63 octets");
+            }
+            wire.push(label.len() as u8);
+            wire.extend_from_slice(label.as_bytes());
+        }
+        wire.push(0);
+        if wire.len() > MAX_NAME_SIZE {
+            return Err("name longer than 255 octets");
+        }
+        Ok(Name { wire })
+    }
+
+    /// The name in uncompressed wire form, root label included (2 to 255 octets, or 1
+    /// for the root).
+    pub fn as_wire(&self) -> &[u8] {
+        &self.wire
+    }
+
+    /// The labels, from the leftmost; the root label is not included.
+    pub fn labels(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let len = *self.wire.get(i)? as usize;
+            if len == 0 {
+                return None;
+            }
+            let label = self.wire.get(i + 1..i + 1 + len)?;
+            i += 1 + len;
+            Some(label)
+        })
+    }
+
+    /// The number of labels, root excluded (`www.example.com` has 3).
+    pub fn label_count(&self) -> usize {
+        self.labels().count()
+    }
+
+    /// This name with `suffix` appended (`www` + `example.com`).
+    ///
+    /// # Errors
+    /// When the result would be longer than 255 octets.
+    pub fn join(&self, suffix: &Name) -> Result<Name, &'static str> {
+        let mut wire = self.wire[..self.wire.len() - 1].to_vec();
+        wire.extend_from_slice(&suffix.wire);
+        if wire.len() > MAX_NAME_SIZE {
+            return Err("name longer than 255 octets");
+        }
+        Ok(Name { wire })
+    }
+
+    fn lower(&self) -> impl Iterator<Item = u8> + '_ {
+        self.wire.iter().map(u8::to_ascii_lowercase)
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        self.wire.eq_ignore_ascii_case(&other.wire)
+    }
+}
+impl Eq for Name {}
+
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        for b in self.lower() {
+            h.write_u8(b);
+        }
+    }
+}
+
+impl fmt::Display for Name {
+    /// Dotted form with a trailing dot (`www.example.com.`); bytes other than letters,
+    /// digits, `-` and `_` are written as `\DDD` (RFC 1035 §5.1).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.wire.len() == 1 {
+            return f.write_str(".");
+        }
+        for label in self.labels() {
+            for &b in label {
+                if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+                    write!(f, "{}", b as char)?;
+                } else {
+                    write!(f, "\\{b:03}")?;
+                }
+            }
+            f.write_str(".")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Name({self})")
+    }
+}
+
+/// One entry of the question section (RFC 1035 §4.1.2).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Question {
+    /// QNAME.
+    pub qname: Name,
+    /// QTYPE.
+    pub qtype: RrType,
+    /// QCLASS.
+    pub qclass: RrClass,
+}
+
+/// The RDATA of a resource record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RData {
+    /// An IPv4 address (A, RFC 1035 §3.4.1).
+    A(Ipv4Addr),
+    /// An IPv6 address (AAAA, RFC 3596 §2.2).
+    Aaaa(Ipv6Addr),
+    /// The canonical name of an alias (CNAME, RFC 1035 §3.3.1), decompressed.
+    Cname(Name),
+    /// Any other type, skipped: the raw RDATA octets. Names inside them may be
+    /// compressed relative to the original message and are not followed.
+    Other(Vec<u8>),
+}
+
+/// A resource record (RFC 1035 §4.1.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The owner NAME.
+    pub name: Name,
+    /// TYPE.
+    pub rtype: RrType,
+    /// CLASS.
+    pub class: RrClass,
+    /// TTL in seconds (the top bit cleared, as RFC 2181 §8 asks).
+    pub ttl: u32,
+    /// RDATA.
+    pub data: RData,
+}
+
+/// The fields of an OPT pseudo-record (RFC 6891 §6.1.2, §6.1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edns {
+    /// The largest UDP payload the sender can take, in octets (its CLASS field).
+    pub udp_payload_size: u16,
+    /// The upper 8 bits of the 12-bit RCODE.
+    pub extended_rcode: u8,
+    /// The EDNS version (0).
+    pub version: u8,
+    /// DO: the sender takes DNSSEC records.
+    pub dnssec_ok: bool,
+}
+
+/// A decoded DNS message (RFC 1035 §4.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The header, with the full RCODE.
+    pub header: Header,
+    /// The question section (normally one entry).
+    pub questions: Vec<Question>,
+    /// The answer section.
+    pub answers: Vec<Record>,
+    /// The authority section.
+    pub authority: Vec<Record>,
+    /// The additional section, without the OPT record.
+    pub additional: Vec<Record>,
+    /// The OPT record, when present.
+    pub edns: Option<Edns>,
+}
+
+struct Reader<'a> {
+    msg: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str, start: usize) -> Result<&'a [u8], WireError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.msg.len());
+        match end {
+            Some(end) => {
+                let s = &self.msg[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            None => Err(WireError::Truncated {
+                what,
+                offset: start,
+            }),
+        }
+    }
+
+    fn u16(&mut self, what: &'static str, start: usize) -> Result<u16, WireError> {
+        let b = self.take(2, what, start)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self, what: &'static str, start: usize) -> Result<u32, WireError> {
+        let b = self.take(4, what, start)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// Reads a possibly compressed name at the cursor and moves past it (RFC 1035 §4.1.4).
+    fn name(&mut self) -> Result<Name, WireError> {
+        let start = self.pos;
+        let mut wire = Vec::with_capacity(32);
+        let mut pos = self.pos;
+        // Where the cursor ends: after the first pointer, or after the root label.
+        let mut end = None;
+        let mut pointers = 0;
+        // Each pointer must point before the start of the stretch of labels it ends (the
+        // name's start, then each earlier target): positions strictly decrease per hop,
+        // so the walk ends even on hostile input.
+        let mut segment_start = start;
+        loop {
+            let Some(&len) = self.msg.get(pos) else {
+                return Err(WireError::Truncated {
+                    what: "name",
+                    offset: start,
+                });
+            };
+            match len & 0xC0 {
+                0x00 => {
+                    let len = len as usize;
+                    let label =
+                        self.msg
+                            .get(pos + 1..pos + 1 + len)
+                            .ok_or(WireError::Truncated {
+                                what: "name",
+                                offset: start,
+                            })?;
+                    if wire.len() + 1 + len > MAX_NAME_SIZE {
+                        return Err(WireError::NameTooLong { offset: start });
+                    }
+                    wire.push(len as u8);
+                    wire.extend_from_slice(label);
+                    pos += 1 + len;
+                    if len == 0 {
+                        self.pos = end.unwrap_or(pos);
+                        return Ok(Name { wire });
+                    }
+                }
+                0xC0 => {
+                    let Some(&low) = self.msg.get(pos + 1) else {
+                        return Err(WireError::Truncated {
+                            what: "name",
+                            offset: start,
+                        });
+                    };
+                    let target = (((len & 0x3F) as usize) << 8) | low as usize;
+                    if target >= segment_start {
+                        return Err(WireError::BadPointer {
+                            offset: pos,
+                            target,
+                        });
+                    }
+                    pointers += 1;
+                    if pointers > MAX_POINTERS {
+                        return Err(WireError::TooManyPointers { offset: start });
+                    }
+                    end.get_or_insert(pos + 2);
+                    pos = target;
+                    segment_start = target;
+                }
+                _ => {
+                    return Err(WireError::BadLabelType {
+                        offset: pos,
+                        octet: len,
+                    })
+                }
+            }
+        }
+    }
+}
+
+const SECTIONS: [&str; 4] = ["question", "answer", "authority", "additional"];
+
+impl Message {
+    /// Decodes one whole message: a UDP payload, or a TCP message without its two-octet
+    /// length prefix (RFC 1035 §4.2.2). Octets after the last record are ignored.
+    ///
+    /// # Errors
+    /// A [`WireError`] saying what is malformed and where.
+    pub fn decode(msg: &[u8]) -> Result<Message, WireError> {
+        let mut r = Reader { msg, pos: 0 };
+        let h = r.take(HEADER_SIZE, "header", 0)?;
+        let flags = u16::from_be_bytes([h[2], h[3]]);
+        let counts = [
+            u16::from_be_bytes([h[4], h[5]]),
+            u16::from_be_bytes([h[6], h[7]]),
+            u16::from_be_bytes([h[8], h[9]]),
+            u16::from_be_bytes([h[10], h[11]]),
+        ];
+        let mut header = Header {
+            id: u16::from_be_bytes([h[0], h[1]]),
+            qr: flags & 0x8000 != 0,
+            opcode: ((flags >> 11) & 0xF) as u8,
+            aa: flags & 0x0400 != 0,
+            tc: flags & 0x0200 != 0,
+            rd: flags & 0x0100 != 0,
+            ra: flags & 0x0080 != 0,
+            rcode: Rcode(flags & 0xF),
+            counts,
+        };
+        // A question takes at least 5 octets and a record at least 11: refuse counts
+        // the message cannot hold before allocating for them.
+        let room = msg.len() - HEADER_SIZE;
+        if counts[0] as usize * 5 > room {
+            return Err(WireError::CountTooLarge {
+                section: SECTIONS[0],
+                count: counts[0],
+            });
+        }
+        for i in 1..4 {
+            if counts[i] as usize * 11 > room {
+                return Err(WireError::CountTooLarge {
+                    section: SECTIONS[i],
+                    count: counts[i],
+                });
+            }
+        }
+        let mut questions = Vec::with_capacity(counts[0] as usize);
+        for _ in 0..counts[0] {
+            let start = r.pos;
+            let qname = r.name()?;
+            let qtype = RrType(r.u16("question", start)?);
+            let qclass = RrClass(r.u16("question", start)?);
+            questions.push(Question {
+                qname,
+                qtype,
+                qclass,
+            });
+        }
+        let mut sections: [Vec<Record>; 3] = Default::default();
+        let mut edns = None;
+        for (i, section) in sections.iter_mut().enumerate() {
+            section.reserve(counts[i + 1] as usize);
+            for _ in 0..counts[i + 1] {
+                let start = r.pos;
+                let name = r.name()?;
+                let rtype = RrType(r.u16("record", start)?);
+                let class = r.u16("record", start)?;
+                let ttl = r.u32("record", start)?;
+                let rdlength = r.u16("record", start)?;
+                let rdstart = r.pos;
+                let rdata = r.take(rdlength as usize, "RDATA", rdstart)?;
+                let bad = WireError::BadRdata {
+                    rtype,
+                    offset: rdstart,
+                    rdlength,
+                };
+                if rtype == RrType::OPT {
+                    if i != 2 || edns.is_some() || name.wire != [0] {
+                        return Err(WireError::BadOpt { offset: start });
+                    }
+                    edns = Some(Edns {
+                        udp_payload_size: class,
+                        extended_rcode: (ttl >> 24) as u8,
+                        version: (ttl >> 16) as u8,
+                        dnssec_ok: ttl & 0x8000 != 0,
+                    });
+                    continue;
+                }
+                let data = match rtype {
+                    RrType::A => {
+                        let a: [u8; 4] = rdata.try_into().map_err(|_| bad)?;
+                        RData::A(Ipv4Addr::from(a))
+                    }
+                    RrType::AAAA => {
+                        let a: [u8; 16] = rdata.try_into().map_err(|_| bad)?;
+                        RData::Aaaa(Ipv6Addr::from(a))
+                    }
+                    RrType::CNAME => {
+                        let mut sub = Reader { msg, pos: rdstart };
+                        let target = sub.name()?;
+                        if sub.pos != rdstart + rdlength as usize {
+                            return Err(bad);
+                        }
+                        RData::Cname(target)
+                    }
+                    _ => RData::Other(rdata.to_vec()),
+                };
+                section.push(Record {
+                    name,
+                    rtype,
+                    class: RrClass(class),
+                    ttl: ttl & 0x7FFF_FFFF,
+                    data,
+                });
+            }
+        }
+        if let Some(e) = edns {
+            header.rcode = Rcode(((e.extended_rcode as u16) << 4) | header.rcode.0);
+        }
+        let [answers, authority, additional] = sections;
+        Ok(Message {
+            header,
+            questions,
+            answers,
+            authority,
+            additional,
+            edns,
+        })
+    }
+
+    /// Appends this message in wire form to `out`, without name compression. Counts come
+    /// from the section lengths (not from `header.counts`); the RCODE's upper bits go to
+    /// the OPT record when `edns` is set. Meant for tests and fake servers.
+    ///
+    /// # Panics
+    /// When a section holds more than 65,535 entries or an RDATA more than 65,535
+    /// octets: the wire format cannot express it.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let h = &self.header;
+        let flags = (h.qr as u16) << 15
+            | ((h.opcode as u16) & 0xF) << 11
+            | (h.aa as u16) << 10
+            | (h.tc as u16) << 9
+            | (h.rd as u16) << 8
+            | (h.ra as u16) << 7
+            | (h.rcode.0 & 0xF);
+        let count = |n: usize| u16::try_from(n).expect("section has at most 65535 entries");
+        out.extend_from_slice(&h.id.to_be_bytes());
+        out.extend_from_slice(&flags.to_be_bytes());
+        out.extend_from_slice(&count(self.questions.len()).to_be_bytes());
+        out.extend_from_slice(&count(self.answers.len()).to_be_bytes());
+        out.extend_from_slice(&count(self.authority.len()).to_be_bytes());
+        let opt = self.edns.is_some() as usize;
+        out.extend_from_slice(&count(self.additional.len() + opt).to_be_bytes());
+        for q in &self.questions {
+            out.extend_from_slice(&q.qname.wire);
+            out.extend_from_slice(&q.qtype.0.to_be_bytes());
+            out.extend_from_slice(&q.qclass.0.to_be_bytes());
+        }
+        for r in self
+            .answers
+            .iter()
+            .chain(&self.authority)
+            .chain(&self.additional)
+        {
+            out.extend_from_slice(&r.name.wire);
+            out.extend_from_slice(&r.rtype.0.to_be_bytes());
+            out.extend_from_slice(&r.class.0.to_be_bytes());
+            out.extend_from_slice(&r.ttl.to_be_bytes());
+            let rdata: &[u8] = match &r.data {
+                RData::A(a) => &a.octets(),
+                RData::Aaaa(a) => &a.octets(),
+                RData::Cname(n) => &n.wire,
+                RData::Other(b) => b,
+            };
+            let len = u16::try_from(rdata.len()).expect("RDATA has at most 65535 octets");
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(rdata);
+        }
+        if let Some(e) = self.edns {
+            let ext = ((h.rcode.0 >> 4) as u8).max(e.extended_rcode);
+            push_opt(out, e.udp_payload_size, ext, e.version, e.dnssec_ok);
+        }
+    }
+}
+
+fn push_opt(out: &mut Vec<u8>, udp_payload_size: u16, ext_rcode: u8, version: u8, dnssec_ok: bool) {
+    out.push(0); // root owner name
+    out.extend_from_slice(&RrType::OPT.0.to_be_bytes());
+    out.extend_from_slice(&udp_payload_size.to_be_bytes());
+    let ttl = (ext_rcode as u32) << 24 | (version as u32) << 16 | (dnssec_ok as u32) << 15;
+    out.extend_from_slice(&ttl.to_be_bytes());
+    out.extend_from_slice(&0u16.to_be_bytes()); // RDLENGTH: no options
+}
+
+/// Appends a standard query (OPCODE 0) for `question` with ID `id` to `out`: the header,
+/// the question, and, when `edns_udp_size` is `Some(octets)`, an OPT record advertising
+/// that UDP payload size (RFC 6891 §6.1.2; 1232 is the common choice, 512 the minimum
+/// that means anything). `recursion_desired` sets RD (RFC 1035 §4.1.1). The ID should
+/// come from a random source (RFC 5452 §9.2).
+pub fn encode_query(
+    id: u16,
+    question: &Question,
+    recursion_desired: bool,
+    edns_udp_size: Option<u16>,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(&id.to_be_bytes());
+    let flags: u16 = if recursion_desired { 0x0100 } else { 0 };
+    out.extend_from_slice(&flags.to_be_bytes());
+    out.extend_from_slice(&1u16.to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&(edns_udp_size.is_some() as u16).to_be_bytes());
+    out.extend_from_slice(&question.qname.wire);
+    out.extend_from_slice(&question.qtype.0.to_be_bytes());
+    out.extend_from_slice(&question.qclass.0.to_be_bytes());
+    if let Some(size) = edns_udp_size {
+        push_opt(out, size, 0, 0, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hex with spaces, as in the RFCs' diagrams.
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn name(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    #[test]
+    fn query_bytes_are_as_rfc_1035_lays_them_out() {
+        let q = Question {
+            qname: name("a.bc"),
+            qtype: RrType::A,
+            qclass: RrClass::IN,
+        };
+        let mut out = Vec::new();
+        encode_query(0xbeef, &q, true, None, &mut out);
+        assert_eq!(
+            out,
+            hex("beef 0100 0001 0000 0000 0000  01 61 02 6263 00  0001 0001")
+        );
+        out.clear();
+        encode_query(1, &q, false, Some(1232), &mut out);
+        assert_eq!(
+            out,
+            hex("0001 0000 0001 0000 0000 0001  01 61 02 6263 00  0001 0001  00 0029 04d0 00000000 0000")
+        );
+    }
+
+    #[test]
+    fn decodes_a_compressed_answer_with_cname_and_skips_mx() {
+        // Question www.ex.; answers: www.ex. CNAME ex. ; ex. A 192.0.2.1 ; ex. AAAA ;
+        // ex. MX 10 ex. (skipped, its name compressed).
+        let m = hex("1234 8180 0001 0004 0000 0000
+             03 777777 02 6578 00 0001 0001
+             c00c 0005 0001 0000012c 0002 c010
+             c010 0001 0001 00000e10 0004 c0000201
+             c010 001c 0001 80000010 0010 20010db8000000000000000000000001
+             c010 000f 0001 00000010 0004 000a c010");
+        let msg = Message::decode(&m).unwrap();
+        assert!(msg.header.qr && msg.header.rd && msg.header.ra && !msg.header.tc);
+        assert_eq!(msg.header.rcode, Rcode::NOERROR);
+        assert_eq!(msg.questions[0].qname, name("WWW.ex"));
+        assert_eq!(msg.answers.len(), 4);
+        assert_eq!(msg.answers[0].data, RData::Cname(name("ex")));
+        assert_eq!(msg.answers[0].ttl, 300);
+        assert_eq!(msg.answers[1].data, RData::A(Ipv4Addr::new(192, 0, 2, 1)));
+        assert_eq!(msg.answers[1].name, name("ex."));
+        assert_eq!(
+            msg.answers[2].data,
+            RData::Aaaa("2001:db8::1".parse().unwrap())
+        );
+        assert_eq!(msg.answers[2].ttl, 16, "top bit of the TTL is cleared");
+        assert_eq!(msg.answers[3].rtype, RrType::MX);
+        assert_eq!(msg.answers[3].data, RData::Other(hex("000a c010")));
+    }
+
+    #[test]
+    fn rejects_pointer_loops_and_forward_pointers() {
+        // The question's name is a pointer to itself.
+        let m = hex("0000 8000 0001 0000 0000 0000 c00c 0001 0001");
+        assert_eq!(
+            Message::decode(&m).unwrap_err(),
+            WireError::BadPointer {
+                offset: 12,
+                target: 12
+            }
+        );
+        // A label, then a pointer back to that label: a loop through two hops.
+        let m = hex("0000 8000 0001 0000 0000 0000 01 61 c00c 0001 0001");
+        assert_eq!(
+            Message::decode(&m).unwrap_err(),
+            WireError::BadPointer {
+                offset: 14,
+                target: 12
+            }
+        );
+        let m = hex("0000 8000 0001 0000 0000 0000 c00e 00 0001 0001");
+        assert!(matches!(
+            Message::decode(&m),
+            Err(WireError::BadPointer { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_reserved_label_types_long_names_and_short_input() {
+        let m = hex("0000 8000 0001 0000 0000 0000 41 00 0001 0001");
+        assert_eq!(
+            Message::decode(&m).unwrap_err(),
+            WireError::BadLabelType {
+                offset: 12,
+                octet: 0x41
+            }
+        );
+        let mut m = hex("0000 8000 0001 0000 0000 0000");
+        for _ in 0..5 {
+            m.push(63);
+            m.extend_from_slice(&[b'a'; 63]);
+        }
+        m.extend_from_slice(&hex("00 0001 0001"));
+        assert_eq!(
+            Message::decode(&m).unwrap_err(),
+            WireError::NameTooLong { offset: 12 }
+        );
+        assert_eq!(
+            Message::decode(&hex("0000 8000 00")).unwrap_err(),
+            WireError::Truncated {
+                what: "header",
+                offset: 0
+            }
+        );
+        let m = hex("0000 8000 0001 0000 0000 0000 01 61 00 0001");
+        assert_eq!(
+            Message::decode(&m).unwrap_err(),
+            WireError::Truncated {
+                what: "question",
+                offset: 12
+            }
+        );
+        let m = hex("0000 8000 0000 ffff 0000 0000");
+        assert_eq!(
+            Message::decode(&m).unwrap_err(),
+            WireError::CountTooLarge {
+                section: "answer",
+                count: 0xffff
+            }
+        );
+    }
+
+    #[test]
+    fn rejects_bad_rdata_lengths() {
+        let m = hex("0000 8000 0000 0001 0000 0000 00 0001 0001 00000000 0003 010203");
+        assert!(matches!(
+            Message::decode(&m),
+            Err(WireError::BadRdata {
+                rtype: RrType::A,
+                rdlength: 3,
+                ..
+            })
+        ));
+        // A CNAME whose name is shorter than its RDLENGTH.
+        let m = hex("0000 8000 0000 0001 0000 0000 00 0005 0001 00000000 0003 00 0000");
+        assert!(matches!(
+            Message::decode(&m),
+            Err(WireError::BadRdata {
+                rtype: RrType::CNAME,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn opt_sets_the_extended_rcode_and_is_checked() {
+        // RCODE 0x1 in the header plus extended 0x01 -> 0x11 (BADVERS is 16|0 = 16).
+        let m = hex("0000 8001 0000 0000 0000 0001 00 0029 1000 01000000 0000");
+        let msg = Message::decode(&m).unwrap();
+        assert_eq!(msg.header.rcode, Rcode(0x11));
+        assert_eq!(msg.edns.unwrap().udp_payload_size, 4096);
+        let twice = hex(
+            "0000 8000 0000 0000 0000 0002 00 0029 1000 00000000 0000 00 0029 1000 00000000 0000",
+        );
+        assert_eq!(
+            Message::decode(&twice).unwrap_err(),
+            WireError::BadOpt { offset: 23 }
+        );
+        let in_answer = hex("0000 8000 0000 0001 0000 0000 00 0029 1000 00000000 0000");
+        assert!(matches!(
+            Message::decode(&in_answer),
+            Err(WireError::BadOpt { .. })
+        ));
+    }
+
+    #[test]
+    fn encode_then_decode_round_trips() {
+        let msg = Message {
+            header: Header {
+                id: 7,
+                qr: true,
+                opcode: 0,
+                aa: true,
+                tc: false,
+                rd: true,
+                ra: true,
+                rcode: Rcode::NXDOMAIN,
+                counts: [1, 2, 0, 0],
+            },
+            questions: vec![Question {
+                qname: name("x.y"),
+                qtype: RrType::AAAA,
+                qclass: RrClass::IN,
+            }],
+            answers: vec![
+                Record {
+                    name: name("x.y"),
+                    rtype: RrType::CNAME,
+                    class: RrClass::IN,
+                    ttl: 5,
+                    data: RData::Cname(name("z.y")),
+                },
+                Record {
+                    name: name("z.y"),
+                    rtype: RrType::AAAA,
+                    class: RrClass::IN,
+                    ttl: 6,
+                    data: RData::Aaaa("::1".parse().unwrap()),
+                },
+            ],
+            authority: vec![],
+            additional: vec![],
+            edns: Some(Edns {
+                udp_payload_size: 1232,
+                extended_rcode: 0,
+                version: 0,
+                dnssec_ok: false,
+            }),
+        };
+        let mut out = Vec::new();
+        msg.encode(&mut out);
+        let mut back = Message::decode(&out).unwrap();
+        back.header.counts = msg.header.counts;
+        assert_eq!(back, msg);
+    }
+
+    #[test]
+    fn names_parse_display_and_compare_without_case() {
+        assert_eq!(name("Example.COM.").to_string(), "Example.COM.");
+        assert_eq!(name("example.com"), name("EXAMPLE.com."));
+        assert_eq!(name(".").to_string(), ".");
+        assert_eq!(name("a.b.c").label_count(), 3);
+        assert_eq!(
+            name("www").join(&name("example.com")).unwrap(),
+            name("www.example.com")
+        );
+        assert_eq!(Name::from_ascii("a..b"), Err("empty label"));
+        assert_eq!(Name::from_ascii(""), Err("empty name"));
+        assert!(Name::from_ascii(&"a".repeat(64)).is_err());
+        assert!(Name::from_ascii(&vec!["a".repeat(63); 4].join(".")).is_err());
+        assert_eq!(Name::from_ascii("a b").unwrap().to_string(), "a\\032b.");
+    }
+}

@@ -1,0 +1,579 @@
+//! Connecting by host name with Happy Eyeballs version 2 (RFC 8305).
+//!
+//! [`Planner`] is the I/O-free core: it is told when AAAA and A answers arrive and when
+//! connection attempts fail, each time with `now`, and says which address to try next
+//! and when ([`Planner::poll_action`]). It reads no clock and opens no socket.
+//! [`connect_by_name`] is the driver: it runs the two lookups on threads, starts
+//! non-blocking connects as the planner says, and waits on all of them with one epoll.
+//!
+//! The rules, from RFC 8305:
+//! - the AAAA and A queries start together (§3);
+//! - when the A answer comes first, wait up to the Resolution Delay (50 ms) for AAAA
+//!   before the first attempt; when AAAA comes first, start at once (§3);
+//! - address families are interleaved, IPv6 first, one address of each in turn (§4,
+//!   "First Address Family Count" 1);
+//! - a new attempt starts every Connection Attempt Delay (250 ms) while earlier ones are
+//!   still pending, or at once when every pending one has failed (§5);
+//! - the first connection to complete wins; the others are closed (§5);
+//! - one overall deadline bounds everything.
+
+use crate::dns::wire::RrType;
+use crate::dns::Resolver;
+use crate::error::{Error, FailedAttempt};
+use crate::TcpStream;
+use keel_linux::epoll::{Epoll, Events, Interest};
+use keel_linux::socket;
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// The timing of Happy Eyeballs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// How long to wait for AAAA after A has answered (RFC 8305 §3; default 50 ms).
+    pub resolution_delay: Duration,
+    /// How long to wait between the starts of connection attempts while earlier ones
+    /// are pending (RFC 8305 §5; default 250 ms, never below 10 ms, §8).
+    pub connection_attempt_delay: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            resolution_delay: Duration::from_millis(50),
+            connection_attempt_delay: Duration::from_millis(250),
+        }
+    }
+}
+
+/// What the driver does next, from [`Planner::poll_action`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Start a connection attempt to this address now, then call `poll_action` again.
+    Start(SocketAddr),
+    /// Nothing to start now: wait for a lookup result or an attempt's outcome, or until
+    /// this instant (`None`: only for an event), then call `poll_action` again.
+    Wait(Option<Instant>),
+    /// Every address has been tried and every attempt has failed, and both lookups are
+    /// done: give up.
+    Failed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    V6,
+    V4,
+}
+
+/// The I/O-free Happy Eyeballs planner (RFC 8305).
+///
+/// Inputs: [`Planner::handle_aaaa`], [`Planner::handle_a`] (the addresses of each lookup,
+/// empty when it failed), [`Planner::handle_attempt_failed`]. Output:
+/// [`Planner::poll_action`], called after every input and whenever the instant it asked
+/// to wait for has come, until it returns [`Action::Wait`] or [`Action::Failed`]. The
+/// driver stops calling it once an attempt connects.
+///
+/// ```
+/// use keel_net::happy_eyeballs::{Action, Config, Planner};
+/// use std::time::{Duration, Instant};
+/// let t0 = Instant::now();
+/// let mut p = Planner::new(Config::default(), 443);
+/// p.handle_a(t0, &["192.0.2.1".parse().unwrap()]);
+/// // A came first: wait the Resolution Delay for AAAA.
+/// assert_eq!(p.poll_action(t0), Action::Wait(Some(t0 + Duration::from_millis(50))));
+/// let t1 = t0 + Duration::from_millis(50);
+/// assert_eq!(p.poll_action(t1), Action::Start("192.0.2.1:443".parse().unwrap()));
+/// ```
+#[derive(Debug)]
+pub struct Planner {
+    config: Config,
+    port: u16,
+    v6: VecDeque<IpAddr>,
+    v4: VecDeque<IpAddr>,
+    aaaa_done: bool,
+    a_done_at: Option<Instant>,
+    started_any: bool,
+    last_family: Option<Family>,
+    next_attempt_at: Option<Instant>,
+    in_flight: usize,
+}
+
+impl Planner {
+    /// A planner for connections to `port`.
+    pub fn new(config: Config, port: u16) -> Planner {
+        let mut config = config;
+        config.connection_attempt_delay = config
+            .connection_attempt_delay
+            .max(Duration::from_millis(10));
+        Planner {
+            config,
+            port,
+            v6: VecDeque::new(),
+            v4: VecDeque::new(),
+            aaaa_done: false,
+            a_done_at: None,
+            started_any: false,
+            last_family: None,
+            next_attempt_at: None,
+            in_flight: 0,
+        }
+    }
+
+    /// The AAAA lookup finished at `now` with `addrs` (empty when it failed or found
+    /// none). Addresses are tried in the given order, interleaved with IPv4.
+    pub fn handle_aaaa(&mut self, _now: Instant, addrs: &[IpAddr]) {
+        self.aaaa_done = true;
+        self.v6
+            .extend(addrs.iter().copied().filter(IpAddr::is_ipv6));
+    }
+
+    /// The A lookup finished at `now` with `addrs` (empty when it failed or found none).
+    pub fn handle_a(&mut self, now: Instant, addrs: &[IpAddr]) {
+        self.a_done_at = Some(now);
+        self.v4
+            .extend(addrs.iter().copied().filter(IpAddr::is_ipv4));
+    }
+
+    /// An attempt started by [`Action::Start`] failed at `now`: the next one may start at
+    /// once (RFC 8305 §5).
+    pub fn handle_attempt_failed(&mut self, now: Instant) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.next_attempt_at = Some(now);
+    }
+
+    /// The number of attempts started and not yet reported failed.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// What to do at `now`; see [`Action`].
+    pub fn poll_action(&mut self, now: Instant) -> Action {
+        if !self.started_any && !self.aaaa_done {
+            // Before the first attempt: AAAA first, or A plus the Resolution Delay.
+            match self.a_done_at {
+                None => return Action::Wait(None),
+                Some(at) => {
+                    let until = at + self.config.resolution_delay;
+                    if now < until {
+                        return Action::Wait(Some(until));
+                    }
+                }
+            }
+        }
+        if self.v6.is_empty() && self.v4.is_empty() {
+            let resolved = self.aaaa_done && self.a_done_at.is_some();
+            return if resolved && self.in_flight == 0 {
+                Action::Failed
+            } else {
+                Action::Wait(None)
+            };
+        }
+        if self.in_flight > 0 {
+            if let Some(at) = self.next_attempt_at {
+                if now < at {
+                    return Action::Wait(Some(at));
+                }
+            }
+        }
+        let family = match (self.last_family, self.v6.is_empty(), self.v4.is_empty()) {
+            (Some(Family::V6), _, false) => Family::V4,
+            (_, false, _) => Family::V6,
+            _ => Family::V4,
+        };
+        let ip = match family {
+            Family::V6 => self.v6.pop_front(),
+            Family::V4 => self.v4.pop_front(),
+        };
+        let Some(ip) = ip else {
+            return Action::Wait(None); // both queues checked non-empty above
+        };
+        self.started_any = true;
+        self.last_family = Some(family);
+        self.in_flight += 1;
+        self.next_attempt_at = Some(now + self.config.connection_attempt_delay);
+        Action::Start(SocketAddr::new(ip, self.port))
+    }
+}
+
+/// How one connection attempt ended, in [`Connected::attempts`].
+#[derive(Debug)]
+pub enum Outcome {
+    /// It connected and won.
+    Connected,
+    /// It failed with this error.
+    Failed(Error),
+    /// It was still pending when another won, and was closed.
+    Abandoned,
+}
+
+/// One connection attempt of [`connect_by_name`].
+#[derive(Debug)]
+pub struct Attempt {
+    /// The address tried.
+    pub addr: SocketAddr,
+    /// When it started, from the start of the call.
+    pub started: Duration,
+    /// When it ended (connected or failed), from the start of the call; `None` when
+    /// abandoned.
+    pub ended: Option<Duration>,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// A successful [`connect_by_name`]: the stream and every attempt made.
+#[derive(Debug)]
+pub struct Connected {
+    /// The connected stream (`TCP_NODELAY` set).
+    pub stream: TcpStream,
+    /// The winning address.
+    pub peer: SocketAddr,
+    /// Every attempt in start order, the winner included.
+    pub attempts: Vec<Attempt>,
+}
+
+enum Resolved {
+    Aaaa(Result<Vec<IpAddr>, Error>),
+    A(Result<Vec<IpAddr>, Error>),
+}
+
+/// Connects to `host`:`port` with Happy Eyeballs v2 (RFC 8305), finishing by `deadline`.
+/// `host` may be a name (looked up with `resolver`: hosts file, cache, DNS) or an IP
+/// literal.
+///
+/// # Errors
+/// [`Error::AllAttemptsFailed`] listing every attempt (address, start time, error; an
+/// attempt still pending at the deadline has [`Error::TimedOut`] naming `connect`);
+/// when no address was found, the lookup's error (the A lookup's, or the AAAA one's when
+/// A found the name but no address); [`Error::TimedOut`] naming `resolve` when the
+/// deadline passed before any attempt started; [`Error::Io`] naming `epoll`.
+pub fn connect_by_name(
+    resolver: &Arc<Resolver>,
+    host: &str,
+    port: u16,
+    config: Config,
+    deadline: Instant,
+) -> Result<Connected, Error> {
+    let t0 = Instant::now();
+    let epoll = Epoll::new().map_err(Error::io("epoll"))?;
+    let (wake_r, wake_w) = keel_linux::io::pipe().map_err(Error::io("pipe"))?;
+    epoll
+        .add(&wake_r, 0, Interest::READABLE)
+        .map_err(Error::io("epoll"))?;
+    let wake_w = Arc::new(wake_w);
+    let (tx, rx) = mpsc::channel();
+    for qtype in [RrType::AAAA, RrType::A] {
+        let (resolver, host, tx, wake) = (
+            Arc::clone(resolver),
+            host.to_owned(),
+            tx.clone(),
+            Arc::clone(&wake_w),
+        );
+        std::thread::spawn(move || {
+            let r = resolver
+                .lookup(&host, qtype, deadline)
+                .map(|a| a.addresses.iter().map(|&(ip, _)| ip).collect());
+            let msg = if qtype == RrType::AAAA {
+                Resolved::Aaaa(r)
+            } else {
+                Resolved::A(r)
+            };
+            // The receiver may be gone (someone already won): nothing to do then.
+            let _ = tx.send(msg);
+            let _ = keel_linux::io::write(&*wake, &[1]);
+        });
+    }
+    drop(tx);
+    let mut planner = Planner::new(config, port);
+    let mut attempts: Vec<Attempt> = Vec::new();
+    let mut sockets: Vec<Option<OwnedFd>> = Vec::new();
+    let mut lookup_errors: (Option<Error>, Option<Error>) = (None, None);
+    let mut events = Events::with_capacity(16);
+    let fail = |attempts: &mut Vec<Attempt>, i: usize, now: Instant, e: Error| {
+        attempts[i].ended = Some(now - t0);
+        attempts[i].outcome = Outcome::Failed(e);
+    };
+    loop {
+        while let Ok(r) = rx.try_recv() {
+            let now = Instant::now();
+            match r {
+                Resolved::Aaaa(Ok(v)) => planner.handle_aaaa(now, &v),
+                Resolved::Aaaa(Err(e)) => {
+                    planner.handle_aaaa(now, &[]);
+                    lookup_errors.0 = Some(e);
+                }
+                Resolved::A(Ok(v)) => planner.handle_a(now, &v),
+                Resolved::A(Err(e)) => {
+                    planner.handle_a(now, &[]);
+                    lookup_errors.1 = Some(e);
+                }
+            }
+        }
+        let now = Instant::now();
+        let until = loop {
+            match planner.poll_action(Instant::now()) {
+                Action::Start(addr) => {
+                    let i = attempts.len();
+                    attempts.push(Attempt {
+                        addr,
+                        started: Instant::now() - t0,
+                        ended: None,
+                        outcome: Outcome::Abandoned,
+                    });
+                    sockets.push(None);
+                    let started = socket::tcp_socket(&addr)
+                        .map_err(Error::io("socket"))
+                        .and_then(|fd| {
+                            Ok((
+                                socket::connect(&fd, &addr).map_err(Error::io("connect"))?,
+                                fd,
+                            ))
+                        });
+                    match started {
+                        Ok((true, fd)) => return win(fd, i, attempts, t0),
+                        Ok((false, fd)) => {
+                            epoll
+                                .add(&fd, i as u64 + 1, Interest::WRITABLE)
+                                .map_err(Error::io("epoll"))?;
+                            sockets[i] = Some(fd);
+                        }
+                        Err(e) => {
+                            fail(&mut attempts, i, Instant::now(), e);
+                            planner.handle_attempt_failed(Instant::now());
+                        }
+                    }
+                }
+                Action::Wait(until) => break until,
+                Action::Failed => {
+                    if attempts.is_empty() {
+                        return Err(match lookup_errors {
+                            (_, Some(e @ (Error::NxDomain { .. } | Error::InvalidName { .. }))) => {
+                                e
+                            }
+                            (Some(e), Some(Error::NoAddress { .. })) => e,
+                            (_, Some(e)) | (Some(e), None) => e,
+                            (None, None) => Error::NoAddress {
+                                name: host.to_owned(),
+                            },
+                        });
+                    }
+                    return Err(all_failed(host, attempts));
+                }
+            }
+        };
+        if now >= deadline {
+            if attempts.is_empty() {
+                return Err(Error::TimedOut { op: "resolve" });
+            }
+            for (i, s) in sockets.iter_mut().enumerate() {
+                if s.take().is_some() {
+                    fail(&mut attempts, i, now, Error::TimedOut { op: "connect" });
+                }
+            }
+            return Err(all_failed(host, attempts));
+        }
+        let wake_at = until.map_or(deadline, |u| u.min(deadline));
+        match epoll.wait(&mut events, Some(wake_at.saturating_duration_since(now))) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(Error::Io {
+                    op: "epoll",
+                    source: e,
+                })
+            }
+        }
+        for ev in events.iter() {
+            if ev.token() == 0 {
+                let _ = keel_linux::io::read(&wake_r, &mut [0u8; 16]);
+                continue;
+            }
+            let i = (ev.token() - 1) as usize;
+            let Some(fd) = sockets.get_mut(i).and_then(Option::take) else {
+                continue;
+            };
+            match socket::take_error(&fd) {
+                Ok(None) => return win(fd, i, attempts, t0),
+                Ok(Some(e)) | Err(e) => {
+                    fail(
+                        &mut attempts,
+                        i,
+                        Instant::now(),
+                        Error::Io {
+                            op: "connect",
+                            source: e,
+                        },
+                    );
+                    planner.handle_attempt_failed(Instant::now());
+                }
+            }
+        }
+    }
+}
+
+fn win(fd: OwnedFd, i: usize, mut attempts: Vec<Attempt>, t0: Instant) -> Result<Connected, Error> {
+    socket::set_nodelay(&fd, true).map_err(Error::io("setsockopt"))?;
+    attempts[i].ended = Some(t0.elapsed());
+    attempts[i].outcome = Outcome::Connected;
+    let peer = attempts[i].addr;
+    // The other pending sockets were dropped with the caller's `sockets`, which closes them.
+    Ok(Connected {
+        stream: TcpStream::from_fd(fd),
+        peer,
+        attempts,
+    })
+}
+
+fn all_failed(host: &str, attempts: Vec<Attempt>) -> Error {
+    Error::AllAttemptsFailed {
+        host: host.to_owned(),
+        attempts: attempts
+            .into_iter()
+            .map(|a| FailedAttempt {
+                addr: a.addr,
+                started: a.started,
+                error: Box::new(match a.outcome {
+                    Outcome::Failed(e) => e,
+                    _ => Error::TimedOut { op: "connect" },
+                }),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn aaaa_first_starts_at_once_and_interleaves() {
+        let t0 = Instant::now();
+        let mut p = Planner::new(Config::default(), 80);
+        assert_eq!(p.poll_action(t0), Action::Wait(None));
+        p.handle_aaaa(t0 + ms(5), &[ip("2001:db8::1"), ip("2001:db8::2")]);
+        assert_eq!(
+            p.poll_action(t0 + ms(5)),
+            Action::Start(sa("[2001:db8::1]:80"))
+        );
+        assert_eq!(p.poll_action(t0 + ms(6)), Action::Wait(Some(t0 + ms(255))));
+        p.handle_a(t0 + ms(10), &[ip("192.0.2.1"), ip("192.0.2.2")]);
+        assert_eq!(
+            p.poll_action(t0 + ms(255)),
+            Action::Start(sa("192.0.2.1:80"))
+        );
+        assert_eq!(
+            p.poll_action(t0 + ms(505)),
+            Action::Start(sa("[2001:db8::2]:80"))
+        );
+        assert_eq!(
+            p.poll_action(t0 + ms(755)),
+            Action::Start(sa("192.0.2.2:80"))
+        );
+        assert_eq!(p.poll_action(t0 + ms(1005)), Action::Wait(None));
+        for _ in 0..4 {
+            p.handle_attempt_failed(t0 + ms(1100));
+        }
+        assert_eq!(p.poll_action(t0 + ms(1100)), Action::Failed);
+    }
+
+    #[test]
+    fn a_first_waits_the_resolution_delay_then_aaaa_still_interleaves() {
+        let t0 = Instant::now();
+        let mut p = Planner::new(Config::default(), 80);
+        p.handle_a(t0, &[ip("192.0.2.1")]);
+        assert_eq!(p.poll_action(t0 + ms(20)), Action::Wait(Some(t0 + ms(50))));
+        // AAAA arrives within the delay: IPv6 goes first.
+        p.handle_aaaa(t0 + ms(30), &[ip("2001:db8::1")]);
+        assert_eq!(
+            p.poll_action(t0 + ms(30)),
+            Action::Start(sa("[2001:db8::1]:80"))
+        );
+        assert_eq!(
+            p.poll_action(t0 + ms(280)),
+            Action::Start(sa("192.0.2.1:80"))
+        );
+    }
+
+    #[test]
+    fn a_failure_starts_the_next_attempt_at_once() {
+        let t0 = Instant::now();
+        let mut p = Planner::new(Config::default(), 80);
+        p.handle_aaaa(t0, &[ip("2001:db8::1")]);
+        p.handle_a(t0, &[ip("192.0.2.1")]);
+        assert_eq!(p.poll_action(t0), Action::Start(sa("[2001:db8::1]:80")));
+        p.handle_attempt_failed(t0 + ms(3));
+        assert_eq!(p.poll_action(t0 + ms(3)), Action::Start(sa("192.0.2.1:80")));
+    }
+
+    #[test]
+    fn nothing_resolved_fails_only_after_both_lookups() {
+        let t0 = Instant::now();
+        let mut p = Planner::new(Config::default(), 80);
+        p.handle_aaaa(t0, &[]);
+        assert_eq!(p.poll_action(t0), Action::Wait(None));
+        p.handle_a(t0, &[]);
+        assert_eq!(p.poll_action(t0), Action::Failed);
+    }
+
+    #[test]
+    fn attempt_delay_is_configurable_with_a_floor() {
+        let t0 = Instant::now();
+        let cfg = Config {
+            connection_attempt_delay: ms(1),
+            ..Config::default()
+        };
+        let mut p = Planner::new(cfg, 80);
+        p.handle_aaaa(t0, &[ip("::1"), ip("::2")]);
+        p.poll_action(t0);
+        assert_eq!(p.poll_action(t0), Action::Wait(Some(t0 + ms(10))));
+    }
+
+    #[test]
+    fn connects_over_loopback_and_lists_failures() {
+        let l = crate::TcpListener::bind(sa("127.0.0.1:0")).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let r = Arc::new(Resolver::new(
+            crate::dns::ResolvConf::default(),
+            crate::dns::Hosts::parse("127.0.0.1 here.test\n"),
+        ));
+        let c = connect_by_name(
+            &r,
+            "here.test",
+            port,
+            Config::default(),
+            Instant::now() + Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(c.peer, sa(&format!("127.0.0.1:{port}")));
+        drop(l);
+        let e = connect_by_name(
+            &r,
+            "127.0.0.1",
+            port,
+            Config::default(),
+            Instant::now() + Duration::from_secs(5),
+        )
+        .unwrap_err();
+        match e {
+            Error::AllAttemptsFailed { attempts, .. } => {
+                assert_eq!(attempts.len(), 1);
+                assert!(matches!(
+                    *attempts[0].error,
+                    Error::Io { op: "connect", .. }
+                ));
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+}
