@@ -38,13 +38,13 @@ fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== cargo test"
 # The server's integration tests run the examples, so build them first as programs
 # (`cargo test --all-targets` would build them as test harnesses instead).
-cargo build --workspace --examples --quiet
-cargo test --workspace
+cargo build --workspace --examples --all-features --quiet
+cargo test --workspace --all-features
 echo "== fix-check (the newest fixes of conformance/fixes.toml are caught by their tests)"
 cargo run --release --quiet -p keel-conformance --bin fix-check -- --newest 3

@@ -1,0 +1,560 @@
+//! keel's strict web-PKI policy: the checks OpenSSL's `X509_verify_cert` (even with
+//! `X509_V_FLAG_X509_STRICT`) does not make. It runs on the chain OpenSSL built and
+//! verified, leaf first, trust anchor last; see `tls/DESIGN.md` for the list and the
+//! RFC 5280 / CA/Browser Forum Baseline Requirements sections behind each rule.
+
+use openssl::nid::Nid;
+use openssl::pkey::Id;
+use openssl::stack::StackRef;
+use openssl::x509::{X509Ref, X509};
+
+use crate::der::{self, oid, Reader, TbsView};
+use crate::Error;
+
+/// Which end-entity usage is being verified (RFC 5280 §4.2.1.12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    /// A TLS server certificate (id-kp-serverAuth); the usual case for a client.
+    ServerAuth,
+    /// A TLS client certificate (id-kp-clientAuth); mutual TLS on a server.
+    ClientAuth,
+}
+
+fn violation(depth: usize, detail: &str) -> Error {
+    Error::InvalidCertificate {
+        depth: u32::try_from(depth).unwrap_or(u32::MAX),
+        code: 0,
+        detail: detail.to_string(),
+    }
+}
+
+fn nc_violation(depth: usize, detail: String) -> Error {
+    Error::NameConstraintsViolation {
+        depth: u32::try_from(depth).unwrap_or(u32::MAX),
+        detail,
+    }
+}
+
+/// Checks `chain` (leaf at index 0, trust anchor last) against keel's additions to
+/// OpenSSL's verification. Returns the first violation found.
+pub(crate) fn check_chain(chain: &StackRef<X509>, purpose: Purpose) -> Result<(), Error> {
+    let certs: Vec<&X509Ref> = chain.iter().collect();
+    let ders: Vec<Vec<u8>> = certs
+        .iter()
+        .map(|c| c.to_der())
+        .collect::<Result<_, _>>()
+        .map_err(|_| violation(0, "certificate cannot be re-encoded"))?;
+    let views: Vec<TbsView<'_>> = ders
+        .iter()
+        .enumerate()
+        .map(|(i, d)| TbsView::parse(d).map_err(|_| violation(i, "malformed certificate")))
+        .collect::<Result<_, _>>()?;
+    let last = certs.len().saturating_sub(1);
+    for (depth, (cert, view)) in certs.iter().zip(&views).enumerate() {
+        let is_anchor = depth == last && depth > 0;
+        check_common(depth, cert, view, is_anchor)?;
+    }
+    if let (Some(leaf), Some(view)) = (certs.first(), views.first()) {
+        check_leaf(leaf, view, purpose, certs.len() == 1)?;
+        for (depth, view) in views.iter().enumerate().skip(1) {
+            if let Some(nc) = view.extension(oid::NAME_CONSTRAINTS) {
+                check_wildcards_against_exclusions(depth, nc.value, leaf)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rules for every certificate of the chain.
+fn check_common(
+    depth: usize,
+    cert: &X509Ref,
+    view: &TbsView<'_>,
+    is_anchor: bool,
+) -> Result<(), Error> {
+    // Keys: no DSA; RSA moduli of at least 2048 bits and a whole number of bytes
+    // (CABF BR §6.1.5); EC only on P-256, P-384, P-521 (BR §6.1.5).
+    let key = cert
+        .public_key()
+        .map_err(|_| violation(depth, "unsupported public key"))?;
+    match key.id() {
+        Id::DSA => return Err(violation(depth, "dsa keys are not allowed")),
+        Id::RSA => {
+            let bits = key
+                .rsa()
+                .map(|r| r.n().num_bits())
+                .map_err(|_| violation(depth, "unreadable rsa key"))?;
+            if bits < 2048 || bits % 8 != 0 {
+                return Err(violation(
+                    depth,
+                    "rsa modulus must be at least 2048 bits and a multiple of 8",
+                ));
+            }
+        }
+        Id::EC => {
+            let curve = key
+                .ec_key()
+                .ok()
+                .and_then(|k| k.group().curve_name())
+                .ok_or_else(|| violation(depth, "ec key on an unnamed curve"))?;
+            if ![Nid::X9_62_PRIME256V1, Nid::SECP384R1, Nid::SECP521R1].contains(&curve) {
+                return Err(violation(
+                    depth,
+                    "ec key on a curve other than p-256/384/521",
+                ));
+            }
+        }
+        _ => {}
+    }
+    // Certificates other than trust anchors must be v3 with an RFC 5280 §4.1.2.2 serial:
+    // positive, non-zero, at most 20 octets.
+    if !is_anchor {
+        if view.version != 2 {
+            return Err(violation(depth, "certificate is not version 3"));
+        }
+        let serial = view.serial;
+        let negative = serial.first().is_some_and(|b| b & 0x80 != 0);
+        let zero = serial.iter().all(|b| *b == 0);
+        let significant = match serial {
+            [0, rest @ ..] => rest.len(),
+            s => s.len(),
+        };
+        if negative || zero || significant > 20 {
+            return Err(violation(
+                depth,
+                "serial number must be positive and at most 20 octets",
+            ));
+        }
+    }
+    let is_ca =
+        basic_constraints_ca(view).map_err(|_| violation(depth, "malformed basicConstraints"))?;
+    // Authority key identifier: keyIdentifier present, no issuer/serial form (CABF BR
+    // §7.1.2); a self-signed certificate's AKI must match its own SKI.
+    if let Some(aki) = view.extension(oid::AUTHORITY_KEY_IDENTIFIER) {
+        let (key_id, other) = parse_aki(aki.value)
+            .map_err(|_| violation(depth, "malformed authorityKeyIdentifier"))?;
+        let Some(key_id) = key_id else {
+            return Err(violation(
+                depth,
+                "authorityKeyIdentifier without keyIdentifier",
+            ));
+        };
+        if other {
+            return Err(violation(
+                depth,
+                "authorityKeyIdentifier with authorityCertIssuer or serial number",
+            ));
+        }
+        if is_anchor && self_issued(cert) {
+            if let Some(ski) = view.extension(oid::SUBJECT_KEY_IDENTIFIER) {
+                let ski = Reader::new(ski.value)
+                    .read(der::OCTET_STRING)
+                    .unwrap_or(&[]);
+                if ski != key_id {
+                    return Err(violation(
+                        depth,
+                        "self-signed certificate whose authorityKeyIdentifier differs from its subjectKeyIdentifier",
+                    ));
+                }
+            }
+        }
+    }
+    // Authority information access must parse (RFC 5280 §4.2.2.1).
+    if let Some(aia) = view.extension(oid::AUTHORITY_INFO_ACCESS) {
+        parse_aia(aia.value).map_err(|_| violation(depth, "malformed authorityInfoAccess"))?;
+    }
+    // Name constraints: only in CA certificates, critical, not empty, well-formed
+    // dNSName bases (RFC 5280 §4.2.1.10).
+    if let Some(nc) = view.extension(oid::NAME_CONSTRAINTS) {
+        if !is_ca {
+            return Err(nc_violation(
+                depth,
+                "nameConstraints in a non-ca certificate".into(),
+            ));
+        }
+        // RFC 5280 asks for a critical extension; the web PKI accepts a non-critical
+        // one (CABF BR §7.1.2.10.8 allows either), and so does keel.
+        validate_name_constraints(nc.value).map_err(|d| nc_violation(depth, d.to_string()))?;
+    }
+    // Policy constraints must be critical (RFC 5280 §4.2.1.11).
+    if let Some(pc) = view.extension(oid::POLICY_CONSTRAINTS) {
+        if !pc.critical {
+            return Err(violation(depth, "policyConstraints not marked critical"));
+        }
+    }
+    // Extended key usage: never empty (RFC 5280 §4.2.1.12); absent from roots
+    // (CABF BR §7.1.2.1).
+    if let Some(eku) = view.extension(oid::EXT_KEY_USAGE) {
+        let oids = parse_eku(eku.value).map_err(|_| violation(depth, "malformed extKeyUsage"))?;
+        if oids.is_empty() {
+            return Err(violation(depth, "empty extKeyUsage"));
+        }
+        if is_anchor && self_issued(cert) {
+            return Err(violation(depth, "root certificate with extKeyUsage"));
+        }
+    }
+    Ok(())
+}
+
+/// Rules for the end-entity certificate.
+fn check_leaf(
+    leaf: &X509Ref,
+    view: &TbsView<'_>,
+    purpose: Purpose,
+    alone: bool,
+) -> Result<(), Error> {
+    if basic_constraints_ca(view).unwrap_or(true) && !alone {
+        return Err(violation(
+            0,
+            "ca certificate used as an end-entity certificate",
+        ));
+    }
+    // EKU in the end entity: present, not critical, no anyExtendedKeyUsage
+    // (CABF BR §7.1.2.7.10).
+    match view.extension(oid::EXT_KEY_USAGE) {
+        None => {
+            return Err(Error::InvalidPurpose {
+                depth: 0,
+                detail: "end-entity certificate without extKeyUsage".into(),
+            })
+        }
+        Some(eku) => {
+            if eku.critical {
+                return Err(Error::InvalidPurpose {
+                    depth: 0,
+                    detail: "critical extKeyUsage in an end-entity certificate".into(),
+                });
+            }
+            let oids = parse_eku(eku.value).unwrap_or_default();
+            if oids.contains(&oid::ANY_EXTENDED_KEY_USAGE) {
+                return Err(Error::InvalidPurpose {
+                    depth: 0,
+                    detail: "anyExtendedKeyUsage in an end-entity certificate".into(),
+                });
+            }
+        }
+    }
+    let san = view.extension(oid::SUBJECT_ALT_NAME);
+    let has_subject = leaf.subject_name().entries().next().is_some();
+    match san {
+        None if purpose == Purpose::ServerAuth => {
+            return Err(violation(0, "no subjectAltName in a server certificate"));
+        }
+        Some(s) if s.critical && has_subject => {
+            return Err(violation(
+                0,
+                "critical subjectAltName with a non-empty subject",
+            ));
+        }
+        _ => {}
+    }
+    let names = leaf.subject_alt_names();
+    let mut dns: Vec<String> = Vec::new();
+    let mut ips: Vec<String> = Vec::new();
+    if let Some(names) = &names {
+        for name in names.iter() {
+            if let Some(d) = name.dnsname() {
+                if !is_valid_dns_san(d) {
+                    return Err(violation(0, "malformed dNSName in subjectAltName"));
+                }
+                dns.push(d.to_string());
+            } else if let Some(addr) = name.email() {
+                if !is_valid_email_san(addr) {
+                    return Err(violation(0, "malformed rfc822Name in subjectAltName"));
+                }
+            } else if let Some(ip) = name.ipaddress() {
+                match ip_text(ip) {
+                    Some(t) => ips.push(t),
+                    None => return Err(violation(0, "malformed iPAddress in subjectAltName")),
+                }
+            }
+        }
+    }
+    // In a server certificate, a subject common name that reads as a host name or an
+    // address must repeat a subjectAltName entry byte for byte (CABF BR §7.1.4.3): no
+    // case change, no other IP notation, no U-label, no name the SAN lacks. A client
+    // that still falls back to the CN then sees the same names as keel. A descriptive
+    // CN ("Build Server") is left alone.
+    if san.is_some() && purpose == Purpose::ServerAuth {
+        for cn in leaf.subject_name().entries_by_nid(Nid::COMMONNAME) {
+            let text = cn.data().as_slice();
+            if !looks_like_name(text) {
+                continue;
+            }
+            let ok = dns.iter().any(|d| d.as_bytes() == text)
+                || ips.iter().any(|i| i.as_bytes() == text);
+            if !ok {
+                return Err(violation(
+                    0,
+                    "subject common name is not one of the subjectAltName entries",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a common name could be read as a DNS name or an IP address by a client that
+/// falls back to it: only letters, digits, `-`, `.`, `:`, `*`, `_` or non-ASCII bytes
+/// (U-labels). A CN with a space or other punctuation is a description.
+fn looks_like_name(cn: &[u8]) -> bool {
+    !cn.is_empty()
+        && cn
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.:*_".contains(b) || !b.is_ascii())
+}
+
+/// An rfc822Name subjectAltName (RFC 5280 §4.2.1.6): `local-part@domain`, exactly one
+/// `@`, a non-empty local part, a valid domain.
+fn is_valid_email_san(addr: &str) -> bool {
+    match addr.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty()
+                && !domain.contains('@')
+                && local.bytes().all(|b| b.is_ascii_graphic())
+                && is_valid_dns_name(domain, false)
+        }
+        None => false,
+    }
+}
+
+/// A wildcard dNSName `*.D` in the leaf could stand for a name an excluded subtree of an
+/// issuer forbids (OpenSSL compares the wildcard literally; CVE-2025-61727).
+fn check_wildcards_against_exclusions(
+    depth: usize,
+    nc: &[u8],
+    leaf: &X509Ref,
+) -> Result<(), Error> {
+    let Ok((_, excluded)) = parse_name_constraints(nc) else {
+        return Err(nc_violation(depth, "malformed nameConstraints".into()));
+    };
+    let Some(names) = leaf.subject_alt_names() else {
+        return Ok(());
+    };
+    for name in names.iter() {
+        let Some(san) = name.dnsname() else { continue };
+        let Some(parent) = san.strip_prefix("*.") else {
+            continue;
+        };
+        let parent = parent.to_ascii_lowercase();
+        for base in &excluded {
+            let base = base.trim_start_matches('.').to_ascii_lowercase();
+            let Some(head) = base.strip_suffix(parent.as_str()) else {
+                continue;
+            };
+            // `*.D` matches exactly one label under D; D itself is covered by OpenSSL.
+            if let Some(label) = head.strip_suffix('.') {
+                if !label.is_empty() && !label.contains('.') {
+                    return Err(nc_violation(
+                        0,
+                        format!("wildcard {san} may name {base}, which an issuer excludes"),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn self_issued(cert: &X509Ref) -> bool {
+    cert.subject_name()
+        .try_cmp(cert.issuer_name())
+        .is_ok_and(|o| o.is_eq())
+}
+
+/// `basicConstraints.cA` (RFC 5280 §4.2.1.9); false when absent.
+fn basic_constraints_ca(view: &TbsView<'_>) -> Result<bool, der::Malformed> {
+    let Some(bc) = view.extension(oid::BASIC_CONSTRAINTS) else {
+        return Ok(false);
+    };
+    let mut seq = Reader::new(Reader::new(bc.value).read(der::SEQUENCE)?);
+    Ok(matches!(seq.read_optional(der::BOOLEAN)?, Some([0xff])))
+}
+
+/// AuthorityKeyIdentifier (RFC 5280 §4.2.1.1): the keyIdentifier, and whether
+/// authorityCertIssuer or authorityCertSerialNumber is present.
+fn parse_aki(value: &[u8]) -> Result<(Option<&[u8]>, bool), der::Malformed> {
+    let mut seq = Reader::new(Reader::new(value).read(der::SEQUENCE)?);
+    let key_id = seq.read_optional(0x80)?;
+    let other = !seq.is_empty();
+    while !seq.is_empty() {
+        seq.read_any()?;
+    }
+    Ok((key_id, other))
+}
+
+/// AuthorityInfoAccessSyntax (RFC 5280 §4.2.2.1): SEQUENCE SIZE (1..MAX) OF
+/// AccessDescription { accessMethod OID, accessLocation GeneralName }.
+fn parse_aia(value: &[u8]) -> Result<(), der::Malformed> {
+    let mut outer = Reader::new(value);
+    let mut seq = Reader::new(outer.read(der::SEQUENCE)?);
+    if !outer.is_empty() || seq.is_empty() {
+        return Err(der::Malformed);
+    }
+    while !seq.is_empty() {
+        let mut ad = Reader::new(seq.read(der::SEQUENCE)?);
+        ad.read(der::OID)?;
+        let (tag, _) = ad.read_any()?;
+        if tag & 0xc0 != 0x80 || !ad.is_empty() {
+            return Err(der::Malformed);
+        }
+    }
+    Ok(())
+}
+
+/// ExtKeyUsageSyntax (RFC 5280 §4.2.1.12): the KeyPurposeId OIDs, each with the
+/// id-ce-extKeyUsage-style full content bytes.
+fn parse_eku(value: &[u8]) -> Result<Vec<&[u8]>, der::Malformed> {
+    let mut seq = Reader::new(Reader::new(value).read(der::SEQUENCE)?);
+    let mut out = Vec::new();
+    while !seq.is_empty() {
+        out.push(seq.read(der::OID)?);
+    }
+    Ok(out)
+}
+
+/// NameConstraints (RFC 5280 §4.2.1.10): the dNSName bases of the permitted and the
+/// excluded subtrees. Fails on malformed DER.
+fn parse_name_constraints(value: &[u8]) -> Result<(Vec<String>, Vec<String>), der::Malformed> {
+    let mut seq = Reader::new(Reader::new(value).read(der::SEQUENCE)?);
+    let mut permitted = Vec::new();
+    let mut excluded = Vec::new();
+    let mut seen = 0;
+    while !seq.is_empty() {
+        let (tag, subtrees) = seq.read_any()?;
+        let out = match tag {
+            0xa0 => &mut permitted,
+            0xa1 => &mut excluded,
+            _ => return Err(der::Malformed),
+        };
+        seen += 1;
+        let mut list = Reader::new(subtrees);
+        if list.is_empty() {
+            return Err(der::Malformed);
+        }
+        while !list.is_empty() {
+            let mut subtree = Reader::new(list.read(der::SEQUENCE)?);
+            let (tag, base) = subtree.read_any()?;
+            if tag == 0x82 {
+                out.push(String::from_utf8_lossy(base).into_owned());
+            }
+        }
+    }
+    if seen == 0 {
+        return Err(der::Malformed);
+    }
+    Ok((permitted, excluded))
+}
+
+/// Structure and dNSName syntax of a NameConstraints value.
+fn validate_name_constraints(value: &[u8]) -> Result<(), &'static str> {
+    let (permitted, excluded) =
+        parse_name_constraints(value).map_err(|_| "malformed or empty nameConstraints")?;
+    for base in permitted.iter().chain(&excluded) {
+        if !base.is_empty() && !is_valid_dns_name(base, false) {
+            return Err("malformed dNSName constraint");
+        }
+    }
+    Ok(())
+}
+
+/// A dNSName subjectAltName: a preferred-name-syntax host name (RFC 5280 §4.2.1.6,
+/// RFC 1034 §3.5), with at most a whole-label `*` as its leftmost label.
+fn is_valid_dns_san(name: &str) -> bool {
+    is_valid_dns_name(name, true)
+}
+
+fn is_valid_dns_name(name: &str, allow_wildcard: bool) -> bool {
+    if name.is_empty() || name.len() > 253 {
+        return false;
+    }
+    let name = name.strip_suffix('.').unwrap_or(name);
+    for (i, label) in name.split('.').enumerate() {
+        if i == 0 && allow_wildcard && label == "*" {
+            continue;
+        }
+        let bytes = label.as_bytes();
+        if bytes.is_empty()
+            || bytes.len() > 63
+            || bytes.first() == Some(&b'-')
+            || bytes.last() == Some(&b'-')
+            || !bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// The canonical text of an iPAddress SAN: dotted quad, or RFC 5952 for IPv6.
+fn ip_text(raw: &[u8]) -> Option<String> {
+    match raw.len() {
+        4 => {
+            let b: [u8; 4] = raw.try_into().ok()?;
+            Some(core::net::Ipv4Addr::from(b).to_string())
+        }
+        16 => {
+            let b: [u8; 16] = raw.try_into().ok()?;
+            Some(core::net::Ipv6Addr::from(b).to_string())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_san_syntax() {
+        assert!(is_valid_dns_san("example.com"));
+        assert!(is_valid_dns_san("*.example.com"));
+        assert!(is_valid_dns_san("xn--bcher-kva.example"));
+        assert!(!is_valid_dns_san(".example.com"));
+        assert!(!is_valid_dns_san("foo_bar.example.com"));
+        assert!(!is_valid_dns_san("f*o.example.com"));
+        assert!(!is_valid_dns_san("a.*.example.com"));
+        assert!(!is_valid_dns_san("-a.example.com"));
+        assert!(!is_valid_dns_name(".example.com", false));
+    }
+
+    #[test]
+    fn email_san_syntax() {
+        assert!(is_valid_email_san("foo@example.com"));
+        assert!(is_valid_email_san("*@example.com"));
+        assert!(!is_valid_email_san("invalid@address@example.com"));
+        assert!(!is_valid_email_san("@example.com"));
+        assert!(!is_valid_email_san("foo"));
+    }
+
+    #[test]
+    fn which_common_names_are_names() {
+        assert!(looks_like_name(b"example.com"));
+        assert!(looks_like_name(b"0xC0A80101"));
+        assert!(looks_like_name(b"::1"));
+        assert!(!looks_like_name(b"Build Server"));
+        assert!(!looks_like_name(b""));
+    }
+
+    #[test]
+    fn ip_text_is_canonical() {
+        assert_eq!(ip_text(&[127, 0, 0, 1]).as_deref(), Some("127.0.0.1"));
+        let mut v6 = [0u8; 16];
+        v6[15] = 1;
+        assert_eq!(ip_text(&v6).as_deref(), Some("::1"));
+        assert_eq!(ip_text(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn empty_name_constraints_refused() {
+        assert!(validate_name_constraints(&[0x30, 0x00]).is_err());
+        assert!(validate_name_constraints(&[0x30, 0x02, 0xa0, 0x00]).is_err());
+        // permitted: dNSName "a.b"
+        let nc = [
+            0x30, 0x09, 0xa0, 0x07, 0x30, 0x05, 0x82, 0x03, b'a', b'.', b'b',
+        ];
+        assert!(validate_name_constraints(&nc).is_ok());
+    }
+}
