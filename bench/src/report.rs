@@ -40,6 +40,8 @@ pub struct Rounds {
     pub wrk_cpu_pct: Vec<f64>,
     /// Peak PSS of the server's processes, KiB.
     pub peak_mem_kib: u64,
+    /// Peak PSS of the largest serving process (a worker, not the supervisor), KiB.
+    pub peak_worker_kib: u64,
     /// System calls per request (one perf run), if measured.
     pub syscalls_per_req: Option<f64>,
 }
@@ -69,6 +71,8 @@ pub struct ScenarioRow {
     pub wrk_cpu_pct: f64,
     /// Peak PSS of the server processes, KiB.
     pub peak_mem_kib: u64,
+    /// Peak PSS of one serving process (a worker), KiB.
+    pub peak_worker_kib: u64,
 }
 
 /// One row of the JSON output's `instructions_per_request`.
@@ -108,6 +112,7 @@ pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
         syscalls_per_req: r.syscalls_per_req,
         wrk_cpu_pct: median(&r.wrk_cpu_pct),
         peak_mem_kib: r.peak_mem_kib,
+        peak_worker_kib: r.peak_worker_kib,
     }
 }
 

@@ -210,7 +210,20 @@ fn main() {
                     let pids = r.pids();
                     let cpu0 = procfs::cpu_ns(&pids);
                     let mut peak = 0u64;
-                    let mut tick = || peak = peak.max(procfs::pss_kib(&pids));
+                    let mut peak_worker = 0u64;
+                    // The serving process: the worker where the server forks them (the
+                    // started process is then the supervisor), else the process itself.
+                    let serving: Vec<i32> = if pids.len() > 1 {
+                        pids[1..].to_vec()
+                    } else {
+                        pids.clone()
+                    };
+                    let mut tick = || {
+                        peak = peak.max(procfs::pss_kib(&pids));
+                        for p in &serving {
+                            peak_worker = peak_worker.max(procfs::pss_kib(std::slice::from_ref(p)));
+                        }
+                    };
                     let run = wrk::WrkRun {
                         addr: r.addr,
                         path: sc.path,
@@ -239,6 +252,7 @@ fn main() {
                             e.cpu_us_per_req.push(cpu_us);
                             e.wrk_cpu_pct.push(w.wrk_cpu_pct);
                             e.peak_mem_kib = e.peak_mem_kib.max(peak);
+                            e.peak_worker_kib = e.peak_worker_kib.max(peak_worker);
                             progress(&format!(
                                 "[{done}/{total}] round {round} {} {}: {:.0} req/s, p99 {:.0} µs, {:.3} µs CPU/req, wrk {:.0}% CPU, {} KiB",
                                 sc.name, r.name, w.rps, w.p99_us, cpu_us, w.wrk_cpu_pct, peak
@@ -424,14 +438,14 @@ fn main() {
         }
         let keel = these.iter().find(|r| r.server == "keel");
         md += &format!("## {}\n\n![{}]({}.svg)\n\n", sc.name, sc.name, sc.name);
-        md += "| server | req/s median (min–max) | p50 µs | p99 µs | server CPU µs/req | syscalls/req | wrk CPU % | peak PSS KiB | keel CPU/req ÷ this |\n|---|---|---|---|---|---|---|---|---|\n";
+        md += "| server | req/s median (min–max) | p50 µs | p99 µs | server CPU µs/req | syscalls/req | wrk CPU % | peak PSS KiB (all / one worker) | keel CPU/req ÷ this |\n|---|---|---|---|---|---|---|---|---|\n";
         for r in &these {
             let flag = if r.wrk_cpu_pct > 90.0 { " ⚠" } else { "" };
             let ratio = keel.map_or("–".into(), |k| {
                 format!("{:.2}", k.cpu_us_per_req / r.cpu_us_per_req)
             });
             md += &format!(
-                "| {} | {:.0} ({:.0}–{:.0}) | {} | {} | {:.3} | {} | {:.0}{} | {} | {} |\n",
+                "| {} | {:.0} ({:.0}–{:.0}) | {} | {} | {:.3} | {} | {:.0}{} | {} / {} | {} |\n",
                 r.server,
                 r.rps,
                 r.rps_min,
@@ -443,6 +457,7 @@ fn main() {
                 r.wrk_cpu_pct,
                 flag,
                 r.peak_mem_kib,
+                r.peak_worker_kib,
                 ratio
             );
         }
