@@ -343,6 +343,13 @@ impl Session {
         Ok(n)
     }
 
+    /// The memory the session holds for received ciphertext not yet decrypted, in bytes
+    /// (its buffer's capacity). Bounded by the `max_ciphertext_size` of
+    /// [`Session::set_buffer_limits`] plus at most one `feed` call's input.
+    pub fn ciphertext_buffer_capacity(&self) -> usize {
+        self.stream.get_ref().incoming.capacity()
+    }
+
     /// Whether the handshake is still running.
     pub fn is_handshaking(&self) -> bool {
         self.handshaking
