@@ -232,6 +232,12 @@ impl Session {
             return Err(e.clone());
         }
         let pipe = self.stream.get_mut();
+        // Drop what OpenSSL has already read before appending: the buffer then holds
+        // only unread ciphertext, never more than the limit plus this call's bytes.
+        if pipe.read_pos > 0 {
+            pipe.incoming.drain(..pipe.read_pos);
+            pipe.read_pos = 0;
+        }
         let room = self.max_ciphertext_size.saturating_sub(pipe.buffered());
         let n = room.min(ciphertext.len());
         pipe.incoming.extend_from_slice(&ciphertext[..n]);
