@@ -182,9 +182,17 @@ pub(crate) fn unix_seconds(time: SystemTime) -> Result<i64, Error> {
     i64::try_from(secs).map_err(|_| Error::TimeOutOfRange)
 }
 
-/// Configures an OpenSSL verify parameter the way keel verifies everywhere:
-/// `X509_V_FLAG_X509_STRICT`, host name checks with no subject-CN fallback and no
-/// partial wildcards, the expected name or address, the time, the purpose and depth.
+/// OpenSSL's authentication security level for chain verification
+/// (`X509_VERIFY_PARAM_set_auth_level`): level 2 asks for 112-bit security, so a
+/// signature with SHA-1 (or MD5) and an RSA, DSA or DH key under 2048 bits are refused
+/// at every depth (the trust anchor's own signature is not checked). Without a level
+/// OpenSSL checks neither.
+const AUTH_LEVEL: i32 = 2;
+
+/// Configures an OpenSSL verify parameter the way keel verifies everywhere, in the
+/// handshake and in [`verify_chain`]: `X509_V_FLAG_X509_STRICT`, authentication security
+/// level 2 ([`AUTH_LEVEL`]), host name checks with no subject-CN fallback and no partial
+/// wildcards, the expected name or address, the time, the purpose and depth.
 pub(crate) fn configure_param(
     param: &mut X509VerifyParamRef,
     purpose: Purpose,
@@ -194,6 +202,7 @@ pub(crate) fn configure_param(
 ) -> Result<(), Error> {
     let cfg = |e: openssl::error::ErrorStack| crate::error::config(&e);
     param.set_flags(X509VerifyFlags::X509_STRICT).map_err(cfg)?;
+    param.set_auth_level(AUTH_LEVEL);
     param.set_hostflags(X509CheckFlags::NO_PARTIAL_WILDCARDS | X509CheckFlags::NEVER_CHECK_SUBJECT);
     match peer_name {
         Some(ServerName::DnsName(host)) => param.set_host(host).map_err(cfg)?,
@@ -230,13 +239,17 @@ pub(crate) fn verify_error(
 
 /// Verifies `leaf` up to one of `roots`, with `intermediates` as untrusted candidates
 /// for chain building (RFC 5280 §6.1), then applies keel's strict policy. Returns the
-/// verified chain, leaf first and trust anchor last.
+/// verified chain, leaf first and trust anchor last. The checks are the handshake's,
+/// including OpenSSL's authentication security level 2: a certificate signed with SHA-1
+/// or MD5, or carrying an RSA key under 2048 bits, is refused.
 ///
 /// # Errors
 /// A certificate variant of [`Error`] naming the first failure: [`Error::UnknownIssuer`],
 /// [`Error::CertificateExpired`], [`Error::NameMismatch`],
 /// [`Error::NameConstraintsViolation`], [`Error::InvalidPurpose`],
-/// [`Error::InvalidCertificate`]; [`Error::TimeOutOfRange`] for a time before 1970.
+/// [`Error::InvalidCertificate`] (for a weak signature, OpenSSL's
+/// `X509_V_ERR_CA_MD_TOO_WEAK` text "CA signature digest algorithm too weak");
+/// [`Error::TimeOutOfRange`] for a time before 1970.
 ///
 /// # Examples
 /// A self-signed certificate that no root vouches for is refused, and the error says so:
