@@ -4,7 +4,7 @@
 //! RFC 5280 / CA/Browser Forum Baseline Requirements sections behind each rule.
 
 use openssl::nid::Nid;
-use openssl::pkey::Id;
+use openssl::pkey::{HasPublic, Id, PKeyRef};
 use openssl::stack::StackRef;
 use openssl::x509::{X509Ref, X509};
 
@@ -72,40 +72,10 @@ fn check_common(
     view: &TbsView<'_>,
     is_anchor: bool,
 ) -> Result<(), Error> {
-    // Keys: no DSA; RSA moduli of at least 2048 bits and a whole number of bytes
-    // (CABF BR §6.1.5); EC only on P-256, P-384, P-521 (BR §6.1.5).
     let key = cert
         .public_key()
         .map_err(|_| violation(depth, "unsupported public key"))?;
-    match key.id() {
-        Id::DSA => return Err(violation(depth, "dsa keys are not allowed")),
-        Id::RSA => {
-            let bits = key
-                .rsa()
-                .map(|r| r.n().num_bits())
-                .map_err(|_| violation(depth, "unreadable rsa key"))?;
-            if bits < 2048 || bits % 8 != 0 {
-                return Err(violation(
-                    depth,
-                    "rsa modulus must be at least 2048 bits and a multiple of 8",
-                ));
-            }
-        }
-        Id::EC => {
-            let curve = key
-                .ec_key()
-                .ok()
-                .and_then(|k| k.group().curve_name())
-                .ok_or_else(|| violation(depth, "ec key on an unnamed curve"))?;
-            if ![Nid::X9_62_PRIME256V1, Nid::SECP384R1, Nid::SECP521R1].contains(&curve) {
-                return Err(violation(
-                    depth,
-                    "ec key on a curve other than p-256/384/521",
-                ));
-            }
-        }
-        _ => {}
-    }
+    check_key(depth, &key)?;
     // Certificates other than trust anchors must be v3 with an RFC 5280 §4.1.2.2 serial:
     // positive, non-zero, at most 20 octets.
     if !is_anchor {
@@ -194,6 +164,53 @@ fn check_common(
         }
     }
     Ok(())
+}
+
+/// The subject public key of the certificate at `depth` (CABF BR §6.1.5): an allow-list,
+/// so a key type added to OpenSSL later is refused until keel lists it.
+///
+/// - rsaEncryption and id-RSASSA-PSS (RFC 4055): a modulus of at least 2048 bits and a
+///   whole number of bytes;
+/// - id-ecPublicKey on P-256, P-384 or P-521;
+/// - Ed25519 (RFC 8410), which the BR do not list but webpki and most TLS stacks accept.
+///
+/// Everything else (DSA, Ed448, other curves, unknown types) is refused.
+fn check_key<T: HasPublic>(depth: usize, key: &PKeyRef<T>) -> Result<(), Error> {
+    match key.id() {
+        Id::RSA | Id::RSA_PSS => {
+            let bits = key
+                .rsa()
+                .map(|r| r.n().num_bits())
+                .map_err(|_| violation(depth, "unreadable rsa key"))?;
+            if bits < 2048 || bits % 8 != 0 {
+                return Err(violation(
+                    depth,
+                    "rsa modulus must be at least 2048 bits and a multiple of 8",
+                ));
+            }
+            Ok(())
+        }
+        Id::EC => {
+            let curve = key
+                .ec_key()
+                .ok()
+                .and_then(|k| k.group().curve_name())
+                .ok_or_else(|| violation(depth, "ec key on an unnamed curve"))?;
+            if ![Nid::X9_62_PRIME256V1, Nid::SECP384R1, Nid::SECP521R1].contains(&curve) {
+                return Err(violation(
+                    depth,
+                    "ec key on a curve other than p-256/384/521",
+                ));
+            }
+            Ok(())
+        }
+        Id::ED25519 => Ok(()),
+        Id::DSA => Err(violation(depth, "dsa keys are not allowed")),
+        _ => Err(violation(
+            depth,
+            "public key type is not rsa, rsa-pss, ec or ed25519",
+        )),
+    }
 }
 
 /// Rules for the end-entity certificate.
@@ -545,6 +562,35 @@ mod tests {
         v6[15] = 1;
         assert_eq!(ip_text(&v6).as_deref(), Some("::1"));
         assert_eq!(ip_text(&[1, 2, 3]), None);
+    }
+
+    #[test]
+    fn key_types_are_an_allow_list() {
+        use openssl::pkey::PKey;
+        use openssl::pkey_ctx::PkeyCtx;
+        let rsa_pss = |bits| {
+            let mut ctx = PkeyCtx::new_id(Id::RSA_PSS).unwrap();
+            ctx.keygen_init().unwrap();
+            ctx.set_rsa_keygen_bits(bits).unwrap();
+            ctx.keygen().unwrap()
+        };
+        let ec = |nid| {
+            let group = openssl::ec::EcGroup::from_curve_name(nid).unwrap();
+            PKey::from_ec_key(openssl::ec::EcKey::generate(&group).unwrap()).unwrap()
+        };
+        let e = check_key(0, &rsa_pss(1024)).unwrap_err();
+        assert!(e.to_string().contains("at least 2048 bits"), "{e}");
+        assert!(check_key(0, &rsa_pss(2048)).is_ok());
+        assert!(check_key(0, &ec(Nid::X9_62_PRIME256V1)).is_ok());
+        assert!(check_key(0, &ec(Nid::SECP384R1)).is_ok());
+        assert!(check_key(1, &ec(Nid::SECP224R1)).is_err());
+        assert!(check_key(0, &PKey::generate_ed25519().unwrap()).is_ok());
+        let e = check_key(2, &PKey::generate_ed448().unwrap()).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidCertificate { depth: 2, .. }),
+            "{e:?}"
+        );
+        assert!(check_key(0, &PKey::generate_x25519().unwrap()).is_err());
     }
 
     #[test]
