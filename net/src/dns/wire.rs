@@ -393,7 +393,8 @@ pub struct Record {
     pub rtype: RrType,
     /// CLASS.
     pub class: RrClass,
-    /// TTL in seconds (the top bit cleared, as RFC 2181 §8 asks).
+    /// TTL in seconds; a value with the most significant bit set reads as 0, as
+    /// RFC 2181 §8 asks (<https://www.rfc-editor.org/rfc/rfc2181#section-8>).
     pub ttl: u32,
     /// RDATA.
     pub data: RData,
@@ -644,7 +645,9 @@ impl Message {
                     name,
                     rtype,
                     class: RrClass(class),
-                    ttl: ttl & 0x7FFF_FFFF,
+                    // RFC 2181 §8: a TTL with the most significant bit set is treated
+                    // as zero (not as the value of the low 31 bits).
+                    ttl: if ttl & 0x8000_0000 != 0 { 0 } else { ttl },
                     data,
                 });
             }
@@ -815,7 +818,8 @@ mod tests {
             msg.answers[2].data,
             RData::Aaaa("2001:db8::1".parse().unwrap())
         );
-        assert_eq!(msg.answers[2].ttl, 16, "top bit of the TTL is cleared");
+        // RFC 2181 §8: a TTL with the most significant bit set is treated as zero.
+        assert_eq!(msg.answers[2].ttl, 0, "0x80000010 is read as 0");
         assert_eq!(msg.answers[3].rtype, RrType::MX);
         assert_eq!(msg.answers[3].data, RData::Other(hex("000a c010")));
     }
