@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 /// The most CNAME records followed for one lookup (RFC 1034 §3.6.2 asks resolvers to
 /// bound chains; glibc allows about as many).
 pub const MAX_CNAME_CHAIN: usize = 8;
+/// The longest an answer stays in the cache, in seconds (one day, as hickory-resolver's
+/// `MAX_TTL`): it bounds how long one bad answer can be served.
+const MAX_CACHED_TTL: u32 = 86_400;
 /// The most cached answers; when full, expired ones are dropped, then all.
 const MAX_CACHE_ENTRIES: usize = 1024;
 /// The receive buffer for one UDP answer: the largest UDP payload.
@@ -118,7 +121,7 @@ struct CacheEntry {
 /// `rotate`, each lookup starts at the next server). A truncated UDP answer (TC) is asked
 /// again over TCP. CNAME records are followed, within the answer and by new queries, up
 /// to [`MAX_CNAME_CHAIN`]. Positive answers are cached for the smallest TTL of the
-/// records used.
+/// records used, at most one day.
 ///
 /// It is `Sync`: share one between threads; [`Resolver::lookup_ip`] itself runs the A and
 /// AAAA lookups on two threads.
@@ -485,8 +488,13 @@ impl Resolver {
     }
 
     fn store(&self, answer: &Answer, ttl: u32) {
+        let ttl = ttl.min(MAX_CACHED_TTL);
         if !self.options.use_cache || ttl == 0 {
             return;
+        }
+        let mut answer = answer.clone();
+        for (_, t) in &mut answer.addresses {
+            *t = (*t).min(MAX_CACHED_TTL);
         }
         let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -501,7 +509,7 @@ impl Resolver {
             CacheEntry {
                 stored: now,
                 expires: now + Duration::from_secs(ttl as u64),
-                answer: answer.clone(),
+                answer,
             },
         );
     }
@@ -544,4 +552,50 @@ fn tcp_exchange(
     let msg = Message::decode(&buf).map_err(|reason| Error::Malformed { server, reason })?;
     check(&msg, id, question).map_err(|what| Error::Mismatch { server, what })?;
     Ok((msg, server, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(name: &str, ttl: u32) -> Answer {
+        Answer {
+            name: Name::from_ascii(name).unwrap(),
+            qtype: RrType::A,
+            cname_chain: vec![],
+            addresses: vec![(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), ttl)],
+            source: Source::Server {
+                addr: (Ipv4Addr::LOCALHOST, 53).into(),
+                tcp: false,
+            },
+        }
+    }
+
+    /// How long the cache keeps `name`'s A answer, and the TTL it reports for it.
+    fn cached_lifetime(r: &Resolver, name: &str) -> (Duration, u32) {
+        let key = (Name::from_ascii(name).unwrap(), RrType::A);
+        let lifetime = {
+            let cache = r.cache.lock().unwrap();
+            let e = &cache[&key];
+            e.expires.duration_since(e.stored)
+        };
+        let a = r.cached(&key.0, RrType::A).unwrap();
+        (lifetime, a.addresses[0].1)
+    }
+
+    #[test]
+    fn cached_ttls_are_capped_at_one_day() {
+        let r = Resolver::new(ResolvConf::default(), Hosts::default());
+        let long = answer("long.test.", 0x7FFF_FFFF);
+        r.store(&long, 0x7FFF_FFFF);
+        let (lifetime, ttl) = cached_lifetime(&r, "long.test.");
+        assert_eq!(lifetime, Duration::from_secs(86_400));
+        assert!(ttl <= 86_400, "{ttl}");
+        let short = answer("short.test.", 300);
+        r.store(&short, 300);
+        assert_eq!(
+            cached_lifetime(&r, "short.test."),
+            (Duration::from_secs(300), 300)
+        );
+    }
 }
