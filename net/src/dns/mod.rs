@@ -9,4 +9,6 @@ pub mod wire;
 
 pub use conf::ResolvConf;
 pub use hosts::Hosts;
-pub use resolver::{Answer, Lookup, QueryOptions, Resolver, Source, MAX_CNAME_CHAIN};
+pub use resolver::{
+    Answer, Lookup, QueryOptions, Resolver, Source, DEFAULT_MAX_TTL, MAX_CNAME_CHAIN,
+};

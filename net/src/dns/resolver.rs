@@ -15,9 +15,8 @@ use std::time::{Duration, Instant};
 /// The most CNAME records followed for one lookup (RFC 1034 §3.6.2 asks resolvers to
 /// bound chains; glibc allows about as many).
 pub const MAX_CNAME_CHAIN: usize = 8;
-/// The longest an answer stays in the cache, in seconds (one day, as hickory-resolver's
-/// `MAX_TTL`): it bounds how long one bad answer can be served.
-const MAX_CACHED_TTL: u32 = 86_400;
+/// The default [`QueryOptions::max_ttl`]: one day, as hickory-resolver's `MAX_TTL`.
+pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(86_400);
 /// The most cached answers; when full, expired ones are dropped, then all.
 const MAX_CACHE_ENTRIES: usize = 1024;
 /// The receive buffer for one UDP answer: the largest UDP payload.
@@ -89,6 +88,11 @@ pub struct QueryOptions {
     pub use_hosts: bool,
     /// Consult and fill the cache (default `true`).
     pub use_cache: bool,
+    /// The longest an answer stays in the cache (default [`DEFAULT_MAX_TTL`], one day):
+    /// a larger TTL is cut to this, both for the cache entry and for the TTLs a cached
+    /// answer reports. It bounds how long one bad answer (from a compromised server or
+    /// a won spoofing race) can be served. Answers fresh from a server keep their TTLs.
+    pub max_ttl: Duration,
 }
 
 impl Default for QueryOptions {
@@ -98,6 +102,7 @@ impl Default for QueryOptions {
             edns_udp_size: Some(1232),
             use_hosts: true,
             use_cache: true,
+            max_ttl: DEFAULT_MAX_TTL,
         }
     }
 }
@@ -121,7 +126,7 @@ struct CacheEntry {
 /// `rotate`, each lookup starts at the next server). A truncated UDP answer (TC) is asked
 /// again over TCP. CNAME records are followed, within the answer and by new queries, up
 /// to [`MAX_CNAME_CHAIN`]. Positive answers are cached for the smallest TTL of the
-/// records used, at most one day.
+/// records used, at most [`QueryOptions::max_ttl`].
 ///
 /// It is `Sync`: share one between threads; [`Resolver::lookup_ip`] itself runs the A and
 /// AAAA lookups on two threads.
@@ -488,13 +493,14 @@ impl Resolver {
     }
 
     fn store(&self, answer: &Answer, ttl: u32) {
-        let ttl = ttl.min(MAX_CACHED_TTL);
+        let max = u32::try_from(self.options.max_ttl.as_secs()).unwrap_or(u32::MAX);
+        let ttl = ttl.min(max);
         if !self.options.use_cache || ttl == 0 {
             return;
         }
         let mut answer = answer.clone();
         for (_, t) in &mut answer.addresses {
-            *t = (*t).min(MAX_CACHED_TTL);
+            *t = (*t).min(max);
         }
         let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -597,5 +603,34 @@ mod tests {
             cached_lifetime(&r, "short.test."),
             (Duration::from_secs(300), 300)
         );
+    }
+
+    #[test]
+    fn max_ttl_is_configurable() {
+        let mut r = Resolver::new(ResolvConf::default(), Hosts::default());
+        r.set_options(QueryOptions {
+            max_ttl: Duration::from_secs(60),
+            ..QueryOptions::default()
+        });
+        r.store(&answer("a.test.", 3600), 3600);
+        assert_eq!(
+            cached_lifetime(&r, "a.test."),
+            (Duration::from_secs(60), 60)
+        );
+        // A zero maximum caches nothing; a huge one is no overflow.
+        r.set_options(QueryOptions {
+            max_ttl: Duration::ZERO,
+            ..QueryOptions::default()
+        });
+        r.store(&answer("b.test.", 3600), 3600);
+        assert!(r
+            .cached(&Name::from_ascii("b.test.").unwrap(), RrType::A)
+            .is_none());
+        r.set_options(QueryOptions {
+            max_ttl: Duration::MAX,
+            ..QueryOptions::default()
+        });
+        r.store(&answer("c.test.", u32::MAX), u32::MAX);
+        assert_eq!(cached_lifetime(&r, "c.test.").1, u32::MAX);
     }
 }
