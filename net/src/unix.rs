@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The address of a Unix-domain socket.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -301,6 +301,15 @@ impl UnixDatagram {
     /// Sends `buf` as one datagram to `addr`, waiting at most until `deadline` while the
     /// receiver's queue is full.
     ///
+    /// A full receiver queue makes `sendto` fail with `EAGAIN`, but `poll` cannot wait
+    /// for it: Linux reports an unconnected datagram socket writable as soon as its own
+    /// send buffer has room, whatever the receiver's state (`unix_dgram_poll` tracks the
+    /// peer only for a connected socket). So after an `EAGAIN` that `poll` does not
+    /// explain, this sleeps and tries again, 1 ms at first and doubling up to 50 ms
+    /// (never past `deadline`). It uses little CPU, but may notice a drained queue up to
+    /// 50 ms late. A sender that talks to one peer can [`UnixDatagram::connect`] and use
+    /// [`UnixDatagram::send_before`], whose wait does follow the peer's queue.
+    ///
     /// # Errors
     /// [`Error::TimedOut`] with `op` `send_to`; [`Error::Io`] naming `send_to`
     /// (`ECONNREFUSED`/`ENOENT` when nobody is bound there, `EMSGSIZE`).
@@ -310,14 +319,38 @@ impl UnixDatagram {
         addr: &UnixAddr,
         deadline: Instant,
     ) -> Result<usize, Error> {
+        const FIRST_BACKOFF: Duration = Duration::from_millis(1);
+        const MAX_BACKOFF: Duration = Duration::from_millis(50);
         let sys = addr.to_sys()?;
-        retry(
-            self.fd.as_fd(),
-            PollFor::Write,
-            Some(deadline),
-            "send_to",
-            || lunix::send_to(&self.fd, buf, &sys),
-        )
+        let mut backoff = None;
+        loop {
+            match lunix::send_to(&self.fd, buf, &sys) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Room in this socket's own send buffer first; this returns at once
+                    // when there is some.
+                    wait(self.fd.as_fd(), PollFor::Write, Some(deadline), "send_to")?;
+                    // Writable but refused again: the receiver's queue is full.
+                    if let Some(step) = backoff {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return Err(Error::TimedOut { op: "send_to" });
+                        }
+                        std::thread::sleep(left.min(step));
+                    }
+                    backoff = Some(backoff.map_or(FIRST_BACKOFF, |b: Duration| {
+                        b.saturating_mul(2).min(MAX_BACKOFF)
+                    }));
+                }
+                Err(source) => {
+                    return Err(Error::Io {
+                        op: "send_to",
+                        source,
+                    })
+                }
+            }
+        }
     }
 
     /// Receives one datagram, waiting at most until `deadline`; returns its length and
@@ -494,6 +527,52 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, Error::TimedOut { op: "recv" }), "{e:?}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// CPU time (user + system) this thread has used, from `/proc/thread-self/stat`
+    /// (`utime` and `stime`, fields 14 and 15, in clock ticks of 10 ms).
+    fn thread_cpu_time() -> Duration {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // The command name (field 2) may hold spaces; count fields after its `)`.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<u64> = rest
+            .split(' ')
+            .skip(11)
+            .take(2)
+            .map(|f| f.parse().unwrap())
+            .collect();
+        Duration::from_millis((fields[0] + fields[1]) * 10)
+    }
+
+    #[test]
+    fn send_to_a_full_queue_waits_without_spinning() {
+        let addr = UnixAddr::Abstract(format!("keel-net-full-{}", std::process::id()).into_bytes());
+        let _receiver = UnixDatagram::bind(&addr).unwrap();
+        let sender = UnixDatagram::bind(&UnixAddr::Unnamed).unwrap();
+        // Fill the receiver's queue (net.unix.max_dgram_qlen datagrams, 10 by default).
+        let mut queued = 0;
+        loop {
+            match sender.send_to_before(&[0u8; 64], &addr, Instant::now()) {
+                Ok(_) => queued += 1,
+                Err(Error::TimedOut { op: "send_to" }) => break,
+                Err(e) => panic!("{e:?}"),
+            }
+            assert!(queued < 100_000, "the queue never filled");
+        }
+        // Poll reports an unconnected sender writable although the peer's queue is full;
+        // the wait must not turn into a busy loop.
+        let cpu = thread_cpu_time();
+        let start = Instant::now();
+        let e = sender
+            .send_to_before(&[0u8; 64], &addr, start + Duration::from_millis(300))
+            .unwrap_err();
+        let (cpu, wall) = (thread_cpu_time() - cpu, start.elapsed());
+        assert!(matches!(e, Error::TimedOut { op: "send_to" }), "{e:?}");
+        assert!(wall >= Duration::from_millis(300), "{wall:?}");
+        assert!(
+            cpu < Duration::from_millis(50),
+            "used {cpu:?} of CPU in {wall:?}"
+        );
     }
 
     #[test]
