@@ -118,10 +118,11 @@ struct CacheEntry {
 /// For each lookup it tries, in order: an IP literal; the hosts file; its cache; then
 /// each name of the search list ([`ResolvConf::candidates`]) against the nameservers.
 /// Each query has a random ID from the kernel (`getrandom`) and goes out from a fresh
-/// socket bound to port 0, for which Linux picks a random ephemeral port (RFC 5452 §9.2).
-/// An answer is accepted only from the address queried, with the query's ID, with QR
-/// set, and with the same question (name compared without case); anything else is
-/// dropped and the wait goes on. A server that does not answer within
+/// socket bound to port 0, for which Linux picks a random ephemeral port (RFC 5452 §9.2),
+/// and connected to the server, so a closed port fails at once. An answer is accepted only
+/// from the address queried, with the query's ID, with QR set, and with the same question
+/// (name compared without case); anything else is dropped and the wait goes on. Only
+/// answer records of class IN are used. A server that does not answer within
 /// [`ResolvConf::timeout`] is left for the next one; `attempts` rounds are made (with
 /// `rotate`, each lookup starts at the next server). A truncated UDP answer (TC) is asked
 /// again over TCP. CNAME records are followed, within the answer and by new queries, up
@@ -214,7 +215,8 @@ impl Resolver {
     /// [`Error::ServFail`], [`Error::Rcode`]; [`Error::NoAnswer`] when no server
     /// answered; [`Error::TimedOut`] with `op` `resolve` when `deadline` passed;
     /// [`Error::Truncated`]; [`Error::Mismatch`] or [`Error::Malformed`] (over TCP);
-    /// [`Error::CnameChainTooLong`]; [`Error::Io`] for socket failures.
+    /// [`Error::CnameChainTooLong`]; [`Error::Io`] for socket failures (naming `recv`,
+    /// with `ECONNREFUSED`, when the last server tried has nothing on its port).
     ///
     /// # Panics
     /// When `qtype` is neither A nor AAAA.
@@ -309,12 +311,13 @@ impl Resolver {
                 }
             }
             let asked = current.clone();
-            // Walk the answer section: addresses of `current`, or its CNAME.
+            // Walk the answer section: addresses of `current`, or its CNAME. Only records
+            // of class IN count (the query's QCLASS; glibc's getanswer_r skips the rest).
             let addresses = loop {
                 let addrs: Vec<(IpAddr, u32)> = msg
                     .answers
                     .iter()
-                    .filter(|r| r.name == current)
+                    .filter(|r| r.name == current && r.class == RrClass::IN)
                     .filter_map(|r| match r.data {
                         RData::A(ip) if qtype == RrType::A => Some((IpAddr::V4(ip), r.ttl)),
                         RData::Aaaa(ip) if qtype == RrType::AAAA => Some((IpAddr::V6(ip), r.ttl)),
@@ -325,7 +328,9 @@ impl Resolver {
                     break addrs;
                 }
                 let cname = msg.answers.iter().find_map(|r| match &r.data {
-                    RData::Cname(t) if r.name == current => Some((t.clone(), r.ttl)),
+                    RData::Cname(t) if r.name == current && r.class == RrClass::IN => {
+                        Some((t.clone(), r.ttl))
+                    }
                     _ => None,
                 });
                 let Some((target, ttl)) = cname else {
@@ -393,7 +398,10 @@ impl Resolver {
                 if Instant::now() >= deadline {
                     return Err(Error::TimedOut { op: "resolve" });
                 }
-                let try_deadline = deadline.min(Instant::now() + self.conf.timeout);
+                // `timeout` is a public field: a huge value must not overflow `Instant`.
+                let try_deadline = Instant::now()
+                    .checked_add(self.conf.timeout)
+                    .map_or(deadline, |t| deadline.min(t));
                 queries += 1;
                 let r = if self.options.tcp {
                     tcp_exchange(server, &question, try_deadline)
@@ -449,17 +457,17 @@ impl Resolver {
             SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
         };
         let sock = UdpSocket::bind(any)?;
+        // Connected, the kernel drops datagrams from any other address or port, and an
+        // ICMP port unreachable from the server fails the receive at once (ECONNREFUSED)
+        // instead of costing the whole timeout, as glibc's send_dg does.
+        sock.connect(server)?;
         let id = keel_linux::random::u16().map_err(Error::io("getrandom"))?;
         let mut out = Vec::with_capacity(64);
         encode_query(id, question, true, self.options.edns_udp_size, &mut out);
-        sock.send_to_before(&out, server, deadline)?;
+        sock.send_before(&out, deadline)?;
         let mut buf = vec![0u8; UDP_BUFFER_SIZE];
         loop {
-            let (n, from) = sock.recv_from_before(&mut buf, deadline)?;
-            if from.ip() != server.ip() || from.port() != server.port() {
-                *ignored += 1;
-                continue;
-            }
+            let n = sock.recv_before(&mut buf, deadline)?;
             let Ok(msg) = Message::decode(&buf[..n]) else {
                 // A malformed datagram may be forged; keep waiting for the real one.
                 *ignored += 1;
@@ -562,6 +570,7 @@ fn tcp_exchange(
 
 #[cfg(test)]
 mod tests {
+    use super::super::wire::{Header, Record};
     use super::*;
 
     fn answer(name: &str, ttl: u32) -> Answer {
@@ -632,5 +641,109 @@ mod tests {
         });
         r.store(&answer("c.test.", u32::MAX), u32::MAX);
         assert_eq!(cached_lifetime(&r, "c.test.").1, u32::MAX);
+    }
+
+    /// A UDP server on loopback that answers `queries` queries with `answers(question)`,
+    /// on a thread.
+    fn fake_server(
+        queries: usize,
+        answers: impl Fn(&Question) -> Vec<Record> + Send + 'static,
+    ) -> SocketAddr {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let addr = sock.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            for _ in 0..queries {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                    return;
+                };
+                let query = Message::decode(&buf[..n]).unwrap();
+                let reply = Message {
+                    header: Header {
+                        qr: true,
+                        ra: true,
+                        counts: [0; 4],
+                        ..query.header
+                    },
+                    answers: answers(&query.questions[0]),
+                    questions: query.questions,
+                    authority: vec![],
+                    additional: vec![],
+                    edns: None,
+                };
+                let mut out = Vec::new();
+                reply.encode(&mut out);
+                sock.send_to(&out, from).unwrap();
+            }
+        });
+        addr
+    }
+
+    fn a_record(name: &Name, class: RrClass, ip: [u8; 4]) -> Record {
+        Record {
+            name: name.clone(),
+            rtype: RrType::A,
+            class,
+            ttl: 60,
+            data: RData::A(Ipv4Addr::from(ip)),
+        }
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(10)
+    }
+
+    #[test]
+    fn answers_of_another_class_are_ignored() {
+        const CH: RrClass = RrClass(3);
+        let server = fake_server(2, |q| {
+            let mut records = vec![a_record(&q.qname, CH, [192, 0, 2, 66])];
+            if q.qname == Name::from_ascii("both.test.").unwrap() {
+                records.push(a_record(&q.qname, RrClass::IN, [192, 0, 2, 1]));
+            }
+            records
+        });
+        let r = Resolver::new(ResolvConf::with_nameserver(server), Hosts::default());
+        let a = r.lookup("both.test.", RrType::A, soon()).unwrap();
+        assert_eq!(a.addresses, vec![(Ipv4Addr::new(192, 0, 2, 1).into(), 60)]);
+        let e = r.lookup("chaos.test.", RrType::A, soon()).unwrap_err();
+        assert!(matches!(e, Error::NoAddress { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_closed_server_port_fails_fast() {
+        // A port nobody listens on: the kernel answers with ICMP port unreachable.
+        let closed = std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let conf = ResolvConf {
+            timeout: Duration::from_secs(2),
+            attempts: 1,
+            ..ResolvConf::with_nameserver(closed)
+        };
+        let r = Resolver::new(conf, Hosts::default());
+        let start = Instant::now();
+        let e = r.lookup("x.test.", RrType::A, soon()).unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "took {:?}: {e:?}",
+            start.elapsed()
+        );
+        assert!(matches!(e, Error::Io { op: "recv", .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_huge_timeout_does_not_overflow() {
+        let server = fake_server(1, |q| vec![a_record(&q.qname, RrClass::IN, [192, 0, 2, 1])]);
+        let conf = ResolvConf {
+            timeout: Duration::MAX,
+            ..ResolvConf::with_nameserver(server)
+        };
+        let r = Resolver::new(conf, Hosts::default());
+        let a = r.lookup("x.test.", RrType::A, soon()).unwrap();
+        assert_eq!(a.addresses.len(), 1);
     }
 }
