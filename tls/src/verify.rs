@@ -116,10 +116,17 @@ pub enum ServerName {
 impl ServerName {
     /// Parses `name`: an IPv4 or IPv6 literal (brackets allowed) becomes
     /// [`ServerName::IpAddress`], anything else must be a host name of letters, digits,
-    /// hyphens and dots and becomes a lowercased [`ServerName::DnsName`].
+    /// hyphens and dots and becomes a lowercased [`ServerName::DnsName`] (one trailing
+    /// dot dropped).
+    ///
+    /// A host name whose last label is all digits is refused, as webpki does: no
+    /// top-level domain is numeric (RFC 3696 §2), and such a name is an IPv4 address in
+    /// some other notation (`1.2.3.4.` with a trailing dot, `999.1.1.1`), which must be
+    /// neither sent as SNI nor matched against dNSName entries.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an empty or malformed host name.
+    /// [`Error::InvalidInput`] for an empty or malformed host name, or one whose last
+    /// label is all digits.
     pub fn parse(name: &str) -> Result<ServerName, Error> {
         let bare = name
             .strip_prefix('[')
@@ -136,7 +143,11 @@ impl ServerName {
                     && l.len() <= 63
                     && l.bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            });
+            })
+            && !host
+                .rsplit('.')
+                .next()
+                .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()));
         if ok {
             Ok(ServerName::DnsName(host.to_ascii_lowercase()))
         } else {
@@ -395,6 +406,31 @@ mod tests {
         assert!(ServerName::parse("").is_err());
         assert!(ServerName::parse("a..b").is_err());
         assert!(ServerName::parse("a b").is_err());
+    }
+
+    #[test]
+    fn ip_like_names_are_not_dns_names() {
+        for name in ["1.2.3.4.", "999.1.1.1", "example.123", "127.0.0.1.."] {
+            assert!(
+                matches!(
+                    ServerName::parse(name),
+                    Err(Error::InvalidInput {
+                        what: "server name",
+                        ..
+                    })
+                ),
+                "{name:?} parsed as {:?}",
+                ServerName::parse(name)
+            );
+        }
+        assert_eq!(
+            ServerName::parse("1e100.net.").unwrap(),
+            ServerName::DnsName("1e100.net".into())
+        );
+        assert_eq!(
+            ServerName::parse("123.example").unwrap(),
+            ServerName::DnsName("123.example".into())
+        );
     }
 
     #[test]
