@@ -176,6 +176,10 @@ pub(crate) mod oid {
     pub const AUTHORITY_INFO_ACCESS: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x01];
     /// anyExtendedKeyUsage, 2.5.29.37.0.
     pub const ANY_EXTENDED_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25, 0x00];
+    /// id-kp-serverAuth, 1.3.6.1.5.5.7.3.1 (RFC 5280 §4.2.1.12).
+    pub const KP_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
+    /// id-kp-clientAuth, 1.3.6.1.5.5.7.3.2 (RFC 5280 §4.2.1.12).
+    pub const KP_CLIENT_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02];
 }
 
 #[cfg(test)]

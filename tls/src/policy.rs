@@ -226,8 +226,8 @@ fn check_leaf(
             "ca certificate used as an end-entity certificate",
         ));
     }
-    // EKU in the end entity: present, not critical, no anyExtendedKeyUsage
-    // (CABF BR §7.1.2.7.10).
+    // EKU in the end entity: present, not critical, no anyExtendedKeyUsage, and listing
+    // the purpose verified for (CABF BR §7.1.2.7.10).
     match view.extension(oid::EXT_KEY_USAGE) {
         None => {
             return Err(Error::InvalidPurpose {
@@ -247,6 +247,18 @@ fn check_leaf(
                 return Err(Error::InvalidPurpose {
                     depth: 0,
                     detail: "anyExtendedKeyUsage in an end-entity certificate".into(),
+                });
+            }
+            // The purpose itself must be listed. OpenSSL's purpose check also takes the
+            // Server-Gated-Crypto EKUs (msSGC, nsSGC) for serverAuth; webpki does not.
+            let (wanted, name) = match purpose {
+                Purpose::ServerAuth => (oid::KP_SERVER_AUTH, "id-kp-serverAuth"),
+                Purpose::ClientAuth => (oid::KP_CLIENT_AUTH, "id-kp-clientAuth"),
+            };
+            if !oids.contains(&wanted) {
+                return Err(Error::InvalidPurpose {
+                    depth: 0,
+                    detail: format!("extKeyUsage of the end-entity certificate lacks {name}"),
                 });
             }
         }
