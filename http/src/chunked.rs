@@ -619,6 +619,35 @@ mod tests {
         }
     }
 
+    /// BWS is `*( SP / HTAB )` (RFC 9110 §5.6.3), so a run of whitespace may
+    /// come before each `;`, after the size or after a value.
+    #[test]
+    fn chunk_ext_bws_may_be_several_bytes() {
+        for ext in ["  ;a", " \t ;a", ";a=b \t ;c", ";a=\"x\"\t\t;b"] {
+            let body = format!("3{ext}\r\nabc\r\n0{ext}\r\n\r\n");
+            assert_eq!(accept(body.as_bytes()), b"abc", "{ext:?}");
+        }
+    }
+
+    /// `quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text )` (RFC 9110
+    /// §5.6.4): those octets may be escaped in a quoted chunk-ext-val, a
+    /// control byte or DEL may not.
+    #[test]
+    fn chunk_ext_quoted_pair_escapes_htab_sp_vchar_and_obs_text_only() {
+        for escaped in [b'\t', b' ', b'!', b'"', b'\\', b'~', 0x80, 0xff] {
+            let mut body = b"3;a=\"x\\".to_vec();
+            body.push(escaped);
+            body.extend_from_slice(b"y\"\r\nabc\r\n0\r\n\r\n");
+            assert_eq!(accept(&body), b"abc", "escaped {escaped:#04x}");
+        }
+        for escaped in [0x00, 0x01, 0x0b, b'\n', 0x1f, 0x7f] {
+            let mut body = b"3;a=\"x\\".to_vec();
+            body.push(escaped);
+            body.extend_from_slice(b"y\"\r\nabc\r\n0\r\n\r\n");
+            reject(&body, Error::InvalidChunkExt);
+        }
+    }
+
     #[test]
     fn trailer_fields_are_validated_and_discarded() {
         assert_eq!(

@@ -122,6 +122,17 @@ mod tests {
         assert_eq!(date.to_string(), "Sun, 06 Nov 1994 08:49:37 GMT");
     }
 
+    /// `{:?}` shows the IMF-fixdate itself, so logs and assertion messages
+    /// show which `Date` a response carried.
+    #[test]
+    fn debug_shows_the_imf_fixdate() {
+        let date = HttpDate::from_system_time(at(784_111_777));
+        assert_eq!(
+            format!("{date:?}"),
+            "HttpDate(\"Sun, 06 Nov 1994 08:49:37 GMT\")"
+        );
+    }
+
     #[test]
     fn drops_sub_second_part() {
         let date = HttpDate::from_system_time(at(784_111_777) + Duration::from_millis(999));

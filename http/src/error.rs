@@ -2,20 +2,24 @@
 
 use crate::response::StatusCode;
 
-/// Why a request head or a chunked body was rejected.
+/// Why a request head, a response head, a chunked body or a response on a
+/// client connection was rejected.
 ///
 /// Every variant is a fault of the peer: the bytes it sent are malformed,
-/// illegal, or over a configured limit. (Misuse of the API by the local caller
+/// illegal, incomplete, or over a configured limit. (Misuse of the API by the local caller
 /// is a contract violation and panics, as documented on each method.) The
 /// variants are grouped by the part of the message they concern, in the order
 /// RFC 9112 describes them; the limit variants carry the limit that was hit.
 ///
 /// [`Error::status_hint`] says which status code to answer with before closing
-/// the connection. After returning an error, [`RequestParser`] and
-/// [`ChunkedDecoder`] stay failed and return the same error again until reset.
+/// the connection. After returning an error, [`RequestParser`],
+/// [`ResponseParser`], [`ChunkedDecoder`] and [`ClientConnection`] stay failed
+/// and return the same error again until reset.
 ///
 /// [`RequestParser`]: crate::RequestParser
+/// [`ResponseParser`]: crate::ResponseParser
 /// [`ChunkedDecoder`]: crate::ChunkedDecoder
+/// [`ClientConnection`]: crate::ClientConnection
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -52,12 +56,31 @@ pub enum Error {
     #[error("unsupported http-version")]
     UnsupportedVersion,
 
+    // ---- status-line, RFC 9112 §4 (responses) --------------------------
+    /// The status-line is not `HTTP-version SP status-code [ SP
+    /// reason-phrase ]`: it does not start with an HTTP-version followed by
+    /// one SP, or the reason-phrase holds a control byte or DEL
+    /// ([RFC 9112 §4](https://www.rfc-editor.org/rfc/rfc9112#section-4)).
+    /// Hint: 502.
+    #[error("invalid status-line")]
+    InvalidStatusLine,
+    /// The status-code is not three digits, or is outside `100..=599`
+    /// ([RFC 9110 §15](https://www.rfc-editor.org/rfc/rfc9110#section-15)).
+    /// Hint: 502.
+    #[error("invalid status-code")]
+    InvalidStatusCode,
+
     // ---- field lines, RFC 9112 §5 --------------------------------------
     /// A line started with whitespace right after the request-line
     /// ([RFC 9112 §2.2](https://www.rfc-editor.org/rfc/rfc9112#section-2.2)).
     /// Hint: 400.
     #[error("whitespace between request-line and first field line")]
     WhitespaceAfterRequestLine,
+    /// A line started with whitespace right after the status-line
+    /// ([RFC 9112 §2.2](https://www.rfc-editor.org/rfc/rfc9112#section-2.2)).
+    /// Hint: 502.
+    #[error("whitespace between status-line and first field line")]
+    WhitespaceAfterStatusLine,
     /// A field name is empty or not a token, or a field line has no colon
     /// ([RFC 9112 §5](https://www.rfc-editor.org/rfc/rfc9112#section-5)).
     /// Hint: 400.
@@ -165,6 +188,20 @@ pub enum Error {
     #[error("chunk-data not followed by crlf")]
     InvalidChunkData,
 
+    // ---- connection, RFC 9112 §8, §9 (client side) ---------------------
+    /// The connection closed before the response was complete: inside the
+    /// head, or before the `Content-Length` bytes or the last chunk of the
+    /// body arrived
+    /// ([RFC 9112 §8](https://www.rfc-editor.org/rfc/rfc9112#section-8)).
+    /// Hint: 502.
+    #[error("connection closed before the message was complete")]
+    IncompleteMessage,
+    /// The server sent bytes while no request was waiting for a response
+    /// ([RFC 9112 §9.3](https://www.rfc-editor.org/rfc/rfc9112#section-9.3)).
+    /// Hint: 502.
+    #[error("response bytes without a request")]
+    UnsolicitedResponse,
+
     // ---- limits -----------------------------------------------------------
     /// The request-line (with its CRLF) is longer than
     /// `Limits::max_request_line_size` bytes
@@ -173,6 +210,15 @@ pub enum Error {
     #[error("request-line longer than {limit} bytes")]
     RequestLineTooLong {
         /// The `max_request_line_size` in force, in bytes.
+        limit: usize,
+    },
+    /// The status-line (with its CRLF) is longer than
+    /// `ResponseLimits::max_status_line_size` bytes
+    /// ([RFC 9112 §4](https://www.rfc-editor.org/rfc/rfc9112#section-4)).
+    /// Hint: 502.
+    #[error("status-line longer than {limit} bytes")]
+    StatusLineTooLong {
+        /// The `max_status_line_size` in force, in bytes.
         limit: usize,
     },
     /// The field section (every field line and the final CRLF) is larger
@@ -226,6 +272,15 @@ impl Error {
     /// ([RFC 9110 §15.5](https://www.rfc-editor.org/rfc/rfc9110#section-15.5),
     /// [§15.6](https://www.rfc-editor.org/rfc/rfc9110#section-15.6)).
     ///
+    /// The hints are written for a server answering a bad request. The
+    /// variants that only a response or a client connection produces
+    /// (status-line errors, [`Error::IncompleteMessage`],
+    /// [`Error::UnsolicitedResponse`]) hint 502 (Bad Gateway), what a gateway
+    /// answers when its inbound server misbehaves
+    /// ([RFC 9110 §15.6.3](https://www.rfc-editor.org/rfc/rfc9110#section-15.6.3)).
+    /// A gateway answers 502 for any error in a response, whatever the hint
+    /// of a variant shared with requests (such as [`Error::ObsFold`]).
+    ///
     /// # Examples
     ///
     /// ```
@@ -244,6 +299,12 @@ impl Error {
             | Self::TooManyFields { .. }
             | Self::TrailerSectionTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::BodyTooLarge { .. } => StatusCode::CONTENT_TOO_LARGE,
+            Self::InvalidStatusLine
+            | Self::InvalidStatusCode
+            | Self::WhitespaceAfterStatusLine
+            | Self::IncompleteMessage
+            | Self::UnsolicitedResponse
+            | Self::StatusLineTooLong { .. } => StatusCode::BAD_GATEWAY,
             Self::InvalidRequestLine
             | Self::InvalidMethod
             | Self::InvalidRequestTarget

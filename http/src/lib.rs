@@ -81,13 +81,18 @@
 
 mod chars;
 mod chunked;
+mod client;
 mod date;
 mod error;
 mod request;
 mod response;
+mod response_parser;
 mod sse;
 
 pub use chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits, Decoded};
+pub use client::{
+    ClientConnection, ClientEvent, ClientInput, ClientLimits, RequestBody, RequestHead,
+};
 pub use date::HttpDate;
 pub use error::Error;
 pub use request::{
@@ -97,4 +102,5 @@ pub use response::{
     is_valid_field_name, is_valid_field_value, write_content_length, write_field_line,
     write_status_line, StatusCode,
 };
+pub use response_parser::{Response, ResponseLimits, ResponseParser};
 pub use sse::{write_comment, write_event, ReceivedEvent, SseDecoder, SseError, SseEvent};

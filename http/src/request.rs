@@ -30,7 +30,7 @@ const HTTP_1_0: u64 = u64::from_le_bytes(*b"HTTP/1.0");
 /// Each limit is clamped to this many bytes, so that every offset into the
 /// head fits in a `u32` (leading empty lines + request-line + field section
 /// stay below `u32::MAX`).
-const MAX_LIMIT: usize = (u32::MAX / 4) as usize;
+pub(crate) const MAX_LIMIT: usize = (u32::MAX / 4) as usize;
 
 /// The HTTP-version of a request: only HTTP/1.0 and HTTP/1.1 are parsed
 /// ([RFC 9112 §2.3](https://www.rfc-editor.org/rfc/rfc9112#section-2.3)).
@@ -138,7 +138,7 @@ pub enum BodyLength {
 
 /// Offsets `start..end` into the buffer passed to [`RequestParser::parse`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Span {
+pub(crate) struct Span {
     start: u32,
     end: u32,
 }
@@ -147,7 +147,7 @@ impl Span {
     /// Builds a span. Offsets are below `u32::MAX` because every limit is
     /// clamped to [`MAX_LIMIT`] and a span never goes past the head.
     #[allow(clippy::cast_possible_truncation)]
-    fn new(start: usize, end: usize) -> Self {
+    pub(crate) fn new(start: usize, end: usize) -> Self {
         debug_assert!(start <= end && end <= u32::MAX as usize);
         Self {
             start: start as u32,
@@ -157,16 +157,16 @@ impl Span {
 
     /// The bytes of the span. `head` is at least as long as the parsed head
     /// (checked in [`RequestParser::request`]), so this never panics.
-    fn of(self, head: &[u8]) -> &[u8] {
+    pub(crate) fn of(self, head: &[u8]) -> &[u8] {
         &head[self.start as usize..self.end as usize]
     }
 }
 
 /// Where a field line's name and (OWS-trimmed) value are.
 #[derive(Clone, Copy, Debug)]
-struct FieldSpan {
-    name: Span,
-    value: Span,
+pub(crate) struct FieldSpan {
+    pub(crate) name: Span,
+    pub(crate) value: Span,
 }
 
 /// Facts gathered from the field lines that carry framing or connection
@@ -972,7 +972,7 @@ fn scan_version(window: &[u8], start: usize) -> Result<Option<(Version, usize)>,
 /// a letter or `-` is CR (onto `-`), which is not a tchar, so this is exact for
 /// tokens and cheaper than `eq_ignore_ascii_case`.
 #[inline]
-fn is_name(name: &[u8], lowercase: &[u8]) -> bool {
+pub(crate) fn is_name(name: &[u8], lowercase: &[u8]) -> bool {
     name.len() == lowercase.len() && name.iter().zip(lowercase).all(|(&a, &b)| a | 0x20 == b)
 }
 
@@ -1107,7 +1107,7 @@ fn is_authority_form(target: &[u8]) -> bool {
 /// Parses a `Content-Length` field value: `1*DIGIT`, or a comma-separated
 /// list of identical such values
 /// ([RFC 9110 §8.6](https://www.rfc-editor.org/rfc/rfc9110#section-8.6)).
-fn parse_content_length(value: &[u8]) -> Result<u64, Error> {
+pub(crate) fn parse_content_length(value: &[u8]) -> Result<u64, Error> {
     let mut length = None;
     for element in value.split(|&b| b == b',') {
         let element = trim_ows(element);
@@ -1275,11 +1275,12 @@ pub struct FieldLine<'a> {
 }
 
 /// Iterator over the [`FieldLine`]s of a header section, in the order
-/// received. Obtained from [`Request::fields`].
+/// received. Obtained from [`Request::fields`] or
+/// [`Response::fields`](crate::Response::fields).
 #[derive(Clone)]
 pub struct Fields<'a> {
-    spans: core::slice::Iter<'a, FieldSpan>,
-    head: &'a [u8],
+    pub(crate) spans: core::slice::Iter<'a, FieldSpan>,
+    pub(crate) head: &'a [u8],
 }
 
 impl<'a> Iterator for Fields<'a> {
@@ -1698,6 +1699,18 @@ mod tests {
         );
     }
 
+    /// `[` and `]` only enclose an IP-literal (RFC 3986 §3.2.2), so an
+    /// authority-form host with a single bracket inside is invalid.
+    #[test]
+    fn rejects_connect_host_with_a_stray_bracket() {
+        for target in ["a[b:443", "a]b:443", "ex[ample.com:443", "[::1]x:443"] {
+            reject(
+                &with_request_line(&format!("CONNECT {target} HTTP/1.1")),
+                Error::InvalidRequestTarget,
+            );
+        }
+    }
+
     #[test]
     fn rejects_connect_without_authority_form() {
         reject(
@@ -1762,6 +1775,19 @@ mod tests {
             "HTTP",
             "",
         ] {
+            reject(
+                &with_request_line(&format!("GET / {version}")),
+                Error::InvalidVersion,
+            );
+        }
+    }
+
+    /// `HTTP-version = HTTP-name "/" DIGIT "." DIGIT` (RFC 9112 §2.3): a
+    /// non-digit in either place makes the version malformed (400), not an
+    /// unsupported version (505).
+    #[test]
+    fn rejects_version_with_a_non_digit_as_malformed() {
+        for version in ["HTTP/x", "HTTP/1.x", "HTTP/x.1", "HTTP/-", "HTTP/1.-"] {
             reject(
                 &with_request_line(&format!("GET / {version}")),
                 Error::InvalidVersion,
@@ -1899,6 +1925,21 @@ mod tests {
     #[test]
     fn rejects_http11_without_host() {
         reject(b"GET / HTTP/1.1\r\nX: y\r\n\r\n", Error::MissingHost);
+    }
+
+    /// Only a field named exactly `Host` counts (RFC 9112 §3.2): an
+    /// HTTP/1.1 request whose only host-like field is `Hostname` or `Hosts`
+    /// has no Host.
+    #[test]
+    fn longer_names_starting_with_host_are_not_host() {
+        for name in ["Hostname", "Hosts", "host-x"] {
+            reject(
+                format!("GET / HTTP/1.1\r\n{name}: example.com\r\n\r\n").as_bytes(),
+                Error::MissingHost,
+            );
+            let input = with_fields(&[&format!("{name}: not a host")]);
+            assert_eq!(accept(&input).fields[1].0, name.as_bytes());
+        }
     }
 
     #[test]
@@ -2194,6 +2235,32 @@ mod tests {
         assert!(!expects(b"POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n"));
     }
 
+    /// Only `Expect`, `Connection` and `Transfer-Encoding` carry their
+    /// meaning (RFC 9110 §10.1.1, RFC 9112 §9.3, §6.1): another field whose
+    /// name has the same length and whose value looks like theirs changes
+    /// nothing, or a harmless field would change the framing of the body.
+    #[test]
+    fn framing_meaning_comes_only_from_the_named_fields() {
+        // "Accept" (6 bytes, as "Expect"), "Keep-Alive" (10, as
+        // "Connection"), "X-Forwarded-Proto" (17, as "Transfer-Encoding").
+        let input = with_fields(&[
+            "Accept: 100-continue",
+            "Keep-Alive: close",
+            "X-Forwarded-Proto: chunked",
+            "X-Forwarded-Host: gzip",
+            "Content-Length: 3",
+        ]);
+        let mut parser = RequestParser::default();
+        assert_eq!(parser.parse(&input), Ok(Status::Complete(input.len())));
+        let request = parser.request(&input);
+        assert!(!request.expects_continue());
+        assert!(request.keep_alive());
+        assert_eq!(request.body_length(), BodyLength::ContentLength(3));
+        assert_eq!(accept(&input).body_length, BodyLength::ContentLength(3));
+        let gzip = with_fields(&["X-Forwarded-Proto: gzip"]);
+        assert_eq!(accept(&gzip).body_length, BodyLength::ContentLength(0));
+    }
+
     // ---- accessors -------------------------------------------------------
 
     #[test]
@@ -2344,6 +2411,32 @@ mod tests {
             parser.parse(b"GET / HTTP/1.1\r\nHost: a\r\n x"),
             Err(Error::ObsFold)
         );
+    }
+
+    /// A field line must start with a field-name, a token (RFC 9112 §5):
+    /// any other first byte is rejected as soon as it arrives, as for the
+    /// request-line, without waiting for the line end.
+    #[test]
+    fn field_line_starting_with_a_non_token_byte_is_rejected_at_once() {
+        for first in [b':', b'@', b'"', b'\x00', b'\x7f', b'\x80'] {
+            let mut input = b"GET / HTTP/1.1\r\nHost: a\r\n".to_vec();
+            input.push(first);
+            assert_eq!(
+                parse(&input),
+                Err(Error::InvalidFieldName),
+                "first byte {first:#04x}"
+            );
+            let mut parser = RequestParser::default();
+            assert_eq!(
+                parser.parse(&input[..input.len() - 1]),
+                Ok(Status::Partial)
+            );
+            assert_eq!(
+                parser.parse(&input),
+                Err(Error::InvalidFieldName),
+                "first byte {first:#04x}, resumed"
+            );
+        }
     }
 
     #[test]
