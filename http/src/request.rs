@@ -2427,10 +2427,7 @@ mod tests {
                 "first byte {first:#04x}"
             );
             let mut parser = RequestParser::default();
-            assert_eq!(
-                parser.parse(&input[..input.len() - 1]),
-                Ok(Status::Partial)
-            );
+            assert_eq!(parser.parse(&input[..input.len() - 1]), Ok(Status::Partial));
             assert_eq!(
                 parser.parse(&input),
                 Err(Error::InvalidFieldName),
