@@ -1,5 +1,6 @@
-//! I/O-free HTTP/1.1 for servers: a request head parser, a chunked body
-//! decoder, and serializers for the response head
+//! I/O-free HTTP/1.1 for servers and clients: request and response head parsers, a
+//! chunked body decoder, serializers for the response head, a client connection
+//! state machine ([`ClientConnection`]) and a Server-Sent Events codec
 //! ([RFC 9112](https://www.rfc-editor.org/rfc/rfc9112),
 //! [RFC 9110](https://www.rfc-editor.org/rfc/rfc9110)).
 //!
