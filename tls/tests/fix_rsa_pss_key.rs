@@ -5,10 +5,8 @@
 
 mod util;
 
-use std::process::Command;
-
-use keel_tls::{verify_chain, Certificate, Error, Purpose, ServerName, VerifyOptions};
-use util::{now, Pki};
+use keel_tls::{Error, Purpose};
+use util::Pki;
 
 const EXT: &str = "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n\
                    extendedKeyUsage=serverAuth\nsubjectAltName=DNS:key.keel.test\n\
@@ -17,67 +15,13 @@ const EXT: &str = "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digital
 /// Issues a leaf for `key.keel.test` whose key `openssl genpkey` makes with `keygen`
 /// arguments, and verifies it with `verify_chain`.
 fn verify_leaf_with_key(pki: &Pki, name: &str, keygen: &[&str]) -> Result<usize, Error> {
-    let d = pki.dir.path();
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(d)
-            .output()
-            .expect("run openssl (Debian package `openssl`)");
-        assert!(
-            out.status.success(),
-            "openssl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let (key, csr, pem, ext) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.pem"),
-        format!("{name}.ext"),
-    );
-    std::fs::write(d.join(&ext), EXT).unwrap();
-    let mut genpkey = vec!["genpkey"];
-    genpkey.extend(keygen);
-    genpkey.extend(["-out", &key]);
-    run(&genpkey);
-    run(&[
-        "req",
-        "-new",
-        "-key",
-        &key,
-        "-subj",
-        "/CN=key.keel.test",
-        "-out",
-        &csr,
-    ]);
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        &csr,
-        "-CA",
-        "int.pem",
-        "-CAkey",
-        "int.key",
-        "-CAcreateserial",
-        "-days",
-        "300",
-        "-extfile",
-        &ext,
-        "-sha256",
-        "-out",
-        &pem,
-    ]);
-    let leaf = Certificate::from_pem(&std::fs::read(d.join(&pem)).unwrap()).unwrap();
-    let int = Certificate::from_pem(&std::fs::read(d.join("int.pem")).unwrap()).unwrap();
-    let options = VerifyOptions {
-        purpose: Purpose::ServerAuth,
-        peer_name: Some(ServerName::parse("key.keel.test").unwrap()),
-        time: now(),
-        max_depth: None,
-    };
-    verify_chain(&pki.roots(), &[int], &leaf, &options).map(|chain| chain.len())
+    let ext = EXT.replace("key.keel.test", &format!("{name}.keel.test"));
+    let leaf = pki.issue_leaf(name, keygen, &ext, "sha256");
+    pki.verify_leaf(
+        &leaf,
+        Purpose::ServerAuth,
+        Some(&format!("{name}.keel.test")),
+    )
 }
 
 #[test]

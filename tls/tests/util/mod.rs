@@ -10,7 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-use keel_tls::{Certificate, Error, Event, PrivateKey, Session};
+use keel_tls::{
+    verify_chain, Certificate, Error, Event, PrivateKey, Purpose, ServerName, Session,
+    VerifyOptions,
+};
 
 /// Every wait in these tests ends by then.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -173,6 +176,75 @@ impl Pki {
                 "-sha256",
             ],
         );
+    }
+
+    /// Issues a leaf `NAME.pem` signed by the intermediate: its key made by `openssl
+    /// genpkey` with `genpkey` arguments (or a P-256 key when empty), subject
+    /// `/CN=DNS`, the extension lines `ext`, and the signature digest `digest`
+    /// (`sha256`, `sha1`).
+    pub fn issue_leaf(&self, name: &str, genpkey: &[&str], ext: &str, digest: &str) -> Certificate {
+        let d = self.dir.path();
+        let (key, csr, pem, extfile) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        std::fs::write(d.join(&extfile), ext).unwrap();
+        let mut gen = vec!["genpkey"];
+        if genpkey.is_empty() {
+            gen.extend(["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]);
+        } else {
+            gen.extend(genpkey);
+        }
+        gen.extend(["-out", &key]);
+        run(d, &gen);
+        let subject = format!("/CN={name}.keel.test");
+        run(
+            d,
+            &["req", "-new", "-key", &key, "-subj", &subject, "-out", &csr],
+        );
+        let digest = format!("-{digest}");
+        run(
+            d,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "int.pem",
+                "-CAkey",
+                "int.key",
+                "-CAcreateserial",
+                "-days",
+                "300",
+                "-extfile",
+                &extfile,
+                &digest,
+                "-out",
+                &pem,
+            ],
+        );
+        Certificate::from_pem(&std::fs::read(d.join(&pem)).unwrap()).unwrap()
+    }
+
+    /// Verifies `leaf` (issued by the intermediate) with `verify_chain` for `purpose`,
+    /// expecting the peer name `peer` when given; the chain's length on success.
+    pub fn verify_leaf(
+        &self,
+        leaf: &Certificate,
+        purpose: Purpose,
+        peer: Option<&str>,
+    ) -> Result<usize, Error> {
+        let int = Certificate::from_pem(&std::fs::read(self.path("int.pem")).unwrap()).unwrap();
+        let options = VerifyOptions {
+            purpose,
+            peer_name: peer.map(|p| ServerName::parse(p).unwrap()),
+            time: now(),
+            max_depth: None,
+        };
+        verify_chain(&self.roots(), &[int], leaf, &options).map(|chain| chain.len())
     }
 
     pub fn path(&self, file: &str) -> PathBuf {
