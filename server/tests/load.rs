@@ -8,15 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use util::*;
 
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// A client that pipelines requests and never reads the responses: the worker stops
 /// reading from it once a bounded amount of output is pending, so its memory stays
 /// bounded however much the client sends.

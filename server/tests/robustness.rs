@@ -7,27 +7,6 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 use util::*;
 
-/// CPU ticks (user + system, 1/100 s) a process has used.
-fn cpu_ticks(pid: i32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let f: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-}
-
-fn rss_kib(pid: i32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// Chunk framing that outweighs its content (200,000 one-byte chunks: 1.2 MB on the
 /// wire for 200 KB of content, under the 1 MiB body limit) must be consumed as it
 /// arrives, not pile up in the input buffer until the worker stops reading and spins.

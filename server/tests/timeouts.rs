@@ -8,10 +8,6 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use util::*;
 
-fn fd_count(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
-}
-
 /// 500 connections sending one byte of a head per second do not keep a normal client
 /// from being served promptly, and are closed once the header timeout passes.
 #[test]
