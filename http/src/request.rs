@@ -2261,6 +2261,27 @@ mod tests {
         assert_eq!(accept(&gzip).body_length, BodyLength::ContentLength(0));
     }
 
+    // ---- debug output ----------------------------------------------------
+
+    /// `{:?}` of a request shows the request-line parts and the field lines
+    /// as text (the fast-path proptest compares the two paths through it).
+    #[test]
+    fn debug_shows_the_request_line_and_field_lines() {
+        let input = b"GET /a?b HTTP/1.0\r\nHost: example.com\r\nAccept: */*\r\n\r\n";
+        let mut parser = RequestParser::default();
+        assert_eq!(parser.parse(input), Ok(Status::Complete(input.len())));
+        let request = parser.request(input);
+        assert_eq!(
+            format!("{request:?}"),
+            "Request { method: \"GET\", target: \"/a?b\", version: Http10, \
+             fields: [(\"Host\", \"example.com\"), (\"Accept\", \"*/*\")] }"
+        );
+        assert_eq!(
+            format!("{:?}", request.fields()),
+            "[(\"Host\", \"example.com\"), (\"Accept\", \"*/*\")]"
+        );
+    }
+
     // ---- accessors -------------------------------------------------------
 
     #[test]

@@ -362,6 +362,29 @@ mod tests {
         }
     }
 
+    /// Short names with long values and the shortest lines are written
+    /// whole: `name ": " value CRLF` whatever the lengths (RFC 9112 §5).
+    #[test]
+    fn field_lines_of_any_length_are_written_whole() {
+        let mut out = Vec::new();
+        write_field_line(&mut out, b"a", b"");
+        write_field_line(&mut out, b"v", b"text/plain; charset=utf-8");
+        assert_eq!(out, b"a: \r\nv: text/plain; charset=utf-8\r\n");
+    }
+
+    /// `Display` is the status-code and its reason-phrase, as in a
+    /// status-line (RFC 9112 §4); `Debug` wraps the same text.
+    #[test]
+    fn status_code_display_and_debug_show_code_and_reason() {
+        assert_eq!(StatusCode::NOT_FOUND.to_string(), "404 Not Found");
+        assert_eq!(
+            format!("{:?}", StatusCode::NOT_FOUND),
+            "StatusCode(404 Not Found)"
+        );
+        let unregistered = StatusCode::new(299).unwrap();
+        assert_eq!(unregistered.to_string(), "299 ");
+    }
+
     #[test]
     fn field_line_is_name_colon_space_value_crlf() {
         let mut out = Vec::new();
