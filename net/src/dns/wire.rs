@@ -1006,4 +1006,65 @@ mod tests {
         assert!(Name::from_ascii(&vec!["a".repeat(63); 4].join(".")).is_err());
         assert_eq!(Name::from_ascii("a b").unwrap().to_string(), "a\\032b.");
     }
+
+    /// A name of `labels` labels of `len` octets each: its wire size is
+    /// `labels * (len + 1) + 1`.
+    fn name_of(labels: usize, len: usize) -> String {
+        vec!["a".repeat(len); labels].join(".")
+    }
+
+    #[test]
+    fn names_respect_the_label_and_name_limits() {
+        // RFC 1035 §2.3.4: labels of 63 octets or less, names of 255 octets or less.
+        assert!(Name::from_ascii(&"x".repeat(63)).is_ok());
+        assert!(Name::from_ascii(&"x".repeat(64)).is_err());
+        // 3 labels of 63 + one of 61: 3 * 64 + 62 + 1 = 255 octets exactly.
+        let at_limit = format!("{}.{}", name_of(3, 63), "b".repeat(61));
+        assert_eq!(Name::from_ascii(&at_limit).unwrap().as_wire().len(), 255);
+        let over = format!("{}.{}", name_of(3, 63), "b".repeat(62));
+        assert!(Name::from_ascii(&over).is_err());
+        assert!(Name::from_ascii("a..b").is_err());
+        assert!(Name::from_ascii("").is_err());
+        assert_eq!(Name::from_ascii(".").unwrap().as_wire(), &[0]);
+    }
+
+    #[test]
+    fn wire_form_and_join() {
+        let www = Name::from_ascii("www").unwrap();
+        assert_eq!(www.as_wire(), b"\x03www\x00");
+        let full = www
+            .join(&Name::from_ascii("example.com.").unwrap())
+            .unwrap();
+        assert_eq!(full.as_wire(), b"\x03www\x07example\x03com\x00");
+        assert_eq!(full.label_count(), 3);
+        // Joining up to exactly 255 octets works; one more octet does not.
+        let left = Name::from_ascii(&name_of(2, 63)).unwrap(); // 129 octets with root
+        let right = Name::from_ascii(&format!("{}.{}", "c".repeat(63), "d".repeat(61))).unwrap(); // 127
+        assert_eq!(left.join(&right).unwrap().as_wire().len(), 255);
+        let right = Name::from_ascii(&format!("{}.{}", "c".repeat(63), "d".repeat(62))).unwrap();
+        assert!(left.join(&right).is_err());
+    }
+
+    #[test]
+    fn names_compare_and_hash_without_case() {
+        // RFC 4343: DNS names are case-insensitive.
+        let a = Name::from_ascii("WWW.Example.COM").unwrap();
+        let b = Name::from_ascii("www.example.com.").unwrap();
+        assert_eq!(a, b);
+        let mut set = std::collections::HashSet::new();
+        set.insert(a);
+        assert!(set.contains(&b));
+        assert!(!set.contains(&Name::from_ascii("www.example.org").unwrap()));
+    }
+
+    #[test]
+    fn names_and_types_display_in_master_file_form() {
+        // RFC 1035 §5.1: other bytes as \DDD; a trailing dot; the root is ".".
+        let n = Name::from_ascii("a b.x_y-z").unwrap();
+        assert_eq!(n.to_string(), "a\\032b.x_y-z.");
+        assert_eq!(format!("{n:?}"), "Name(a\\032b.x_y-z.)");
+        assert_eq!(Name::root().to_string(), ".");
+        assert_eq!(RrType::AAAA.to_string(), "AAAA");
+        assert_eq!(format!("{:?}", RrType(99)), "TYPE99");
+    }
 }
