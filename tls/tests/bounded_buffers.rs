@@ -5,7 +5,7 @@
 mod util;
 
 use keel_tls::{ClientConfig, ServerConfig, ServerName, Session, DEFAULT_MAX_CIPHERTEXT_SIZE};
-use util::{now, Pki};
+use util::{drive, now, Pki};
 
 fn pair(pki: &Pki) -> (Session, Session) {
     let client = ClientConfig::builder()
@@ -20,16 +20,7 @@ fn pair(pki: &Pki) -> (Session, Session) {
         .new_session(&ServerName::parse("localhost").unwrap(), now())
         .unwrap();
     let mut s = server.new_session(now()).unwrap();
-    for _ in 0..32 {
-        let (mut ab, mut ba) = (Vec::new(), Vec::new());
-        c.poll_transmit(&mut ab);
-        s.poll_transmit(&mut ba);
-        if ab.is_empty() && ba.is_empty() {
-            break;
-        }
-        s.feed(&ab).unwrap();
-        c.feed(&ba).unwrap();
-    }
+    drive(&mut c, &mut s);
     while c.poll_event().is_some() {}
     while s.poll_event().is_some() {}
     (c, s)

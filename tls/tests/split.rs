@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use keel_tls::{ClientConfig, Event, ServerConfig, ServerName, Session};
 use proptest::prelude::*;
-use util::{now, Pki};
+use util::{drive, now, Pki};
 
 struct Fixture {
     _pki: Pki,
@@ -33,22 +33,6 @@ fn fixture() -> &'static Fixture {
             server,
         }
     })
-}
-
-/// Moves ciphertext between the two sessions until neither has output; bounded.
-fn drive(a: &mut Session, b: &mut Session) {
-    for _ in 0..32 {
-        let mut ab = Vec::new();
-        let mut ba = Vec::new();
-        a.poll_transmit(&mut ab);
-        b.poll_transmit(&mut ba);
-        if ab.is_empty() && ba.is_empty() {
-            return;
-        }
-        assert_eq!(b.feed(&ab).unwrap(), ab.len());
-        assert_eq!(a.feed(&ba).unwrap(), ba.len());
-    }
-    panic!("pair never settled");
 }
 
 fn connected_pair() -> (Session, Session) {
