@@ -19,6 +19,9 @@ use std::time::Duration;
 pub struct Interest(epoll::EventFlags);
 
 impl Interest {
+    /// Nothing: the fd stays registered, and only `EPOLLERR`/`EPOLLHUP` (which the kernel
+    /// always reports) wake the waiter.
+    pub const NONE: Interest = Interest(epoll::EventFlags::empty());
     /// Readable (`EPOLLIN | EPOLLRDHUP`).
     pub const READABLE: Interest = Interest(epoll::EventFlags::IN.union(epoll::EventFlags::RDHUP));
     /// Writable (`EPOLLOUT`).

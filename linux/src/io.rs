@@ -87,3 +87,66 @@ pub fn poll_fd(fd: impl AsFd, what: PollFor, timeout: Option<Duration>) -> io::R
 pub fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(err)
 }
+
+/// Copies up to `count` bytes from the file `file`, starting at `*offset`, to `out` (a
+/// socket) inside the kernel (`sendfile(2)`); advances `*offset` and returns the number
+/// of bytes sent, 0 when `*offset` is at or past the end of the file.
+///
+/// # Errors
+/// `WouldBlock` when a non-blocking `out` is full; `EPIPE`/`ECONNRESET` when the peer is
+/// gone; `EINVAL` when `file` cannot be mapped (not a regular file).
+#[inline]
+pub fn sendfile(
+    out: impl AsFd,
+    file: impl AsFd,
+    offset: &mut u64,
+    count: usize,
+) -> io::Result<usize> {
+    rustix::fs::sendfile(out, file, Some(offset), count).map_err(err)
+}
+
+/// Reads up to `buf.len()` bytes of `file` at byte `offset` (`pread(2)`), leaving the file
+/// position alone; returns the number read, 0 at end of file.
+///
+/// # Errors
+/// `EINTR` as [`io::ErrorKind::Interrupted`]; `EIO`; `EISDIR`.
+#[inline]
+pub fn pread(file: impl AsFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    rustix::io::pread(file, buf, offset).map_err(err)
+}
+
+/// Creates an event counter (`eventfd(2)`, non-blocking, close-on-exec) starting at 0:
+/// [`eventfd_signal`] adds one and makes it readable, [`eventfd_drain`] resets it. keel's
+/// workers use one so other threads can wake the event loop.
+///
+/// # Errors
+/// `EMFILE`/`ENFILE`, `ENOMEM`.
+pub fn eventfd() -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::event::EventfdFlags;
+    rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).map_err(err)
+}
+
+/// Adds one to the counter of an eventfd made by [`eventfd`], making it readable.
+///
+/// # Errors
+/// `WouldBlock` only if the counter is at its maximum (2^64 - 2), which means it is
+/// already readable.
+pub fn eventfd_signal(fd: impl AsFd) -> io::Result<()> {
+    rustix::io::write(fd, &1u64.to_ne_bytes())
+        .map(|_| ())
+        .map_err(err)
+}
+
+/// Resets the counter of an eventfd made by [`eventfd`] to 0; returns the count it had
+/// (0 when it was not readable).
+///
+/// # Errors
+/// Only unexpected ones (`EBADF`).
+pub fn eventfd_drain(fd: impl AsFd) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    match rustix::io::read(fd, &mut b) {
+        Ok(_) => Ok(u64::from_ne_bytes(b)),
+        Err(rustix::io::Errno::AGAIN) => Ok(0),
+        Err(e) => Err(err(e)),
+    }
+}

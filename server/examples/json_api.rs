@@ -8,6 +8,7 @@
 //! | `GET /users/:id`     | `{"id":"1","name":"Ada Lovelace"}`; `404` with `{"error":"user not found","id":"9"}` |
 //! | `POST /echo`         | the request body as a JSON string; `400` if it is not UTF-8  |
 //! | `GET /files/*path`   | `{"path":"a/b.txt"}`: the rest of the path, still percent-encoded |
+//! | `POST /upload`       | `{"bytes":N,"fnv1a":"HEX"}`: the body's length and FNV-1a hash, taken piece by piece as it arrives (never buffered; up to 1 GiB, `413` past it) |
 //! | any other path       | `404`, empty body (from the router)                          |
 //! | another method       | `405` with `Allow` (from the router), e.g. `POST /health`    |
 //!
@@ -21,7 +22,9 @@
 //! It prints `listening on ADDR` once every worker accepts connections.
 
 use clap::Parser;
-use keel_server::{header, Config, Header, Params, Request, Response, Router, Server, StatusCode};
+use keel_server::{
+    header, BodySink, Config, Header, Params, Request, Response, Router, Server, StatusCode,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -123,6 +126,48 @@ fn file(_req: &Request<'_>, params: &Params<'_>, res: &mut Response) {
     json(res, StatusCode::OK, &File { path });
 }
 
+/// Takes an upload piece by piece: its length and FNV-1a hash, never the whole body.
+struct Upload {
+    bytes: u64,
+    fnv1a: u64,
+}
+
+/// Largest upload taken.
+const MAX_UPLOAD: u64 = 1 << 30;
+
+impl BodySink for Upload {
+    fn data(&mut self, piece: &[u8]) -> Result<(), StatusCode> {
+        self.bytes += piece.len() as u64;
+        if self.bytes > MAX_UPLOAD {
+            return Err(StatusCode::CONTENT_TOO_LARGE);
+        }
+        for &b in piece {
+            self.fnv1a = (self.fnv1a ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, _req: &Request<'_>, res: &mut Response) {
+        #[derive(Serialize)]
+        struct Received {
+            bytes: u64,
+            fnv1a: String,
+        }
+        let received = Received {
+            bytes: self.bytes,
+            fnv1a: format!("{:016x}", self.fnv1a),
+        };
+        json(res, StatusCode::OK, &received);
+    }
+}
+
+fn upload(_: &mut Users, _req: &Request<'_>, _params: &Params<'_>) -> Box<dyn BodySink> {
+    Box::new(Upload {
+        bytes: 0,
+        fnv1a: 0xcbf2_9ce4_8422_2325,
+    })
+}
+
 /// The API's routes; called once in each worker.
 fn router() -> Router<Users> {
     Router::with_state(users())
@@ -131,6 +176,7 @@ fn router() -> Router<Users> {
         .route_with_state("GET", "/users/:id", user)
         .post("/echo", echo)
         .get("/files/*path", file)
+        .route_body_sink("POST", "/upload", upload)
 }
 
 fn main() {

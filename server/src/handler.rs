@@ -1,6 +1,7 @@
 //! What an application gives the server: a [`Handler`] that turns a [`Request`] into a
 //! [`Response`].
 
+use crate::stream::BodyStream;
 use keel_http::{StatusCode, Version};
 use std::ops::Deref;
 
@@ -50,6 +51,8 @@ pub struct Response {
     body: Vec<u8>,
     /// A body that needs no copy; used instead of `body` when set.
     static_body: Option<&'static [u8]>,
+    /// A body that is not in memory: a file range or a stream; used instead of both.
+    source: Option<Source>,
     close: bool,
     invalid_field: bool,
 }
@@ -68,6 +71,7 @@ impl Response {
             fields: Vec::with_capacity(256),
             body: Vec::with_capacity(1024),
             static_body: None,
+            source: None,
             close: false,
             invalid_field: false,
         }
@@ -78,6 +82,7 @@ impl Response {
         self.fields.clear();
         self.body.clear();
         self.static_body = None;
+        self.source = None;
         self.close = false;
         self.invalid_field = false;
     }
@@ -122,6 +127,7 @@ impl Response {
     /// Replaces the body with a copy of `content`.
     pub fn body(&mut self, content: &[u8]) -> &mut Self {
         self.static_body = None;
+        self.source = None;
         self.body.clear();
         self.body.extend_from_slice(content);
         self
@@ -131,7 +137,49 @@ impl Response {
     /// an `include_bytes!`): sent without being copied into the response first.
     pub fn static_body(&mut self, content: &'static [u8]) -> &mut Self {
         self.static_body = Some(content);
+        self.source = None;
         self.body.clear();
+        self
+    }
+
+    /// Makes the body `len` bytes of `file` starting at byte `offset`, sent by the kernel
+    /// straight from the page cache (`sendfile(2)`) without passing through user space.
+    /// The server writes `Content-Length: len`. The file must be a regular file with at
+    /// least `offset + len` bytes: if it turns out shorter when sent (truncated meanwhile),
+    /// the connection is closed after the bytes there are, so the client sees a short
+    /// body rather than a wrong one. Replaces any body set before.
+    pub fn file(&mut self, file: std::fs::File, offset: u64, len: u64) -> &mut Self {
+        self.body.clear();
+        self.static_body = None;
+        self.source = Some(Source::File { file, offset, len });
+        self
+    }
+
+    /// Makes the body the output of `stream`, polled by the worker as the connection can
+    /// take more (see [`BodyStream`]). Its length is not known in advance: the body is sent
+    /// with the chunked transfer coding (RFC 9112 §7.1) to HTTP/1.1 clients, and to
+    /// HTTP/1.0 clients as bytes up to the close of the connection (RFC 9112 §6.3 item 8).
+    /// Replaces any body set before.
+    pub fn stream(&mut self, stream: impl BodyStream + 'static) -> &mut Self {
+        self.body.clear();
+        self.static_body = None;
+        self.source = Some(Source::Stream {
+            stream: Box::new(stream),
+            len: None,
+        });
+        self
+    }
+
+    /// Like [`Response::stream`] for a body of exactly `len` bytes, sent with
+    /// `Content-Length: len`. A stream that ends early, or gives more, has its connection
+    /// closed after the first `len` bytes.
+    pub fn stream_with_length(&mut self, len: u64, stream: impl BodyStream + 'static) -> &mut Self {
+        self.body.clear();
+        self.static_body = None;
+        self.source = Some(Source::Stream {
+            stream: Box::new(stream),
+            len: Some(len),
+        });
         self
     }
 
@@ -139,6 +187,7 @@ impl Response {
     /// Replaces a body set with [`Response::static_body`].
     pub fn body_mut(&mut self) -> &mut Vec<u8> {
         self.static_body = None;
+        self.source = None;
         &mut self.body
     }
 
@@ -153,16 +202,36 @@ impl Response {
         self.close
     }
 
-    /// The length of the body set so far, in bytes.
-    pub fn body_len(&self) -> usize {
-        self.static_body.map_or(self.body.len(), <[u8]>::len)
+    /// The length of the body set so far, in bytes; for a [`Response::stream`] body,
+    /// whose length is not known, 0.
+    pub fn body_len(&self) -> u64 {
+        match &self.source {
+            Some(Source::File { len, .. }) => *len,
+            Some(Source::Stream { len, .. }) => len.unwrap_or(0),
+            None => self.static_body.map_or(self.body.len(), <[u8]>::len) as u64,
+        }
+    }
+
+    /// Whether the body is a stream of unknown length, which an HTTP/1.0 client can only
+    /// be sent by closing the connection after it.
+    pub(crate) fn is_unsized_stream(&self) -> bool {
+        matches!(self.source, Some(Source::Stream { len: None, .. }))
+    }
+
+    /// Takes the file or stream body, if any, after [`Response::write_to`] wrote the head.
+    pub(crate) fn take_source(&mut self) -> Option<Source> {
+        self.source.take()
     }
 
     /// Appends the serialized response to `out`. `prefix` holds the precomputed
     /// `Server` and `Date` field lines, after the status line `HTTP/1.1 200 OK` (which
     /// the common case copies along with them); `head_only` drops the body (HEAD);
     /// `close` adds `Connection: close`; `keep_alive_10` adds `Connection: keep-alive`
-    /// for HTTP/1.0.
+    /// for HTTP/1.0; `chunked_ok` says the client can take the chunked coding (HTTP/1.1).
+    ///
+    /// Returns whether the body is a file or stream that must follow the head (use
+    /// [`Response::take_source`]); `false` when there is none or it must not be sent.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_to(
         &self,
         out: &mut Vec<u8>,
@@ -170,12 +239,13 @@ impl Response {
         head_only: bool,
         close: bool,
         keep_alive_10: bool,
-    ) {
+        chunked_ok: bool,
+    ) -> bool {
         let code = self.status.as_u16();
         // A 1xx status cannot end a request's response (RFC 9110 §15.2).
         if self.invalid_field || code < 200 {
             write_simple(out, prefix, StatusCode::INTERNAL_SERVER_ERROR, close);
-            return;
+            return false;
         }
         let bodiless_status = code == 204 || code == 304;
         let body: &[u8] = self.static_body.unwrap_or(&self.body);
@@ -188,7 +258,17 @@ impl Response {
         }
         out.extend_from_slice(&self.fields);
         if !bodiless_status {
-            keel_http::write_content_length(out, body.len() as u64);
+            match &self.source {
+                Some(Source::File { len, .. } | Source::Stream { len: Some(len), .. }) => {
+                    keel_http::write_content_length(out, *len);
+                }
+                Some(Source::Stream { len: None, .. }) => {
+                    if chunked_ok {
+                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+                    }
+                }
+                None => keel_http::write_content_length(out, body.len() as u64),
+            }
         }
         if close {
             out.extend_from_slice(b"Connection: close\r\n");
@@ -196,8 +276,34 @@ impl Response {
             out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        if !head_only && !bodiless_status {
-            out.extend_from_slice(body);
+        if head_only || bodiless_status {
+            return false;
+        }
+        out.extend_from_slice(body);
+        self.source.is_some()
+    }
+}
+
+/// A body that is not in memory.
+pub(crate) enum Source {
+    /// `len` bytes of `file` from `offset`.
+    File {
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+    },
+    /// A stream, of `len` bytes when known.
+    Stream {
+        stream: Box<dyn BodyStream>,
+        len: Option<u64>,
+    },
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::File { offset, len, .. } => write!(f, "File({offset}+{len})"),
+            Source::Stream { len, .. } => write!(f, "Stream({len:?})"),
         }
     }
 }
@@ -393,6 +499,37 @@ macro_rules! header {
 pub trait Handler {
     /// Fills `res` for `req`. `res` starts as an empty `200 OK` each time.
     fn handle(&mut self, req: &Request<'_>, res: &mut Response);
+
+    /// Called when the head of a request with a body (`Content-Length` above 0, or
+    /// chunked) has arrived, before any of the body is buffered. Return a [`BodySink`] to
+    /// take the body's content piece by piece as it arrives, in place of buffering it
+    /// whole: the server then calls [`BodySink::data`] for each piece and
+    /// [`BodySink::finish`] (not [`Handler::handle`]) for the response. The server's
+    /// `max_body_size` does not apply to a body that goes to a sink: the sink sets its own
+    /// limit by refusing data. Answers `100 Continue` to `Expect: 100-continue` (RFC 9110
+    /// §10.1.1) once the sink is in place.
+    ///
+    /// The default returns `None`: the body is buffered (up to `max_body_size`) and handed
+    /// to [`Handler::handle`].
+    fn body_sink(&mut self, head: &keel_http::Request<'_>) -> Option<Box<dyn BodySink>> {
+        let _ = head;
+        None
+    }
+}
+
+/// Takes a request body as it arrives, for uploads larger than the server should hold
+/// in memory (see [`Handler::body_sink`]). Must not block.
+pub trait BodySink {
+    /// The next piece of the body's content, with any chunked framing removed (RFC 9112
+    /// §7.1); pieces are as large as what one read brought. Return `Err(status)` to
+    /// refuse the body (say `413 Content Too Large`, or `507` when the disk is full): the
+    /// server answers `status` at once and closes the connection, and the sink is
+    /// dropped without [`BodySink::finish`].
+    fn data(&mut self, piece: &[u8]) -> Result<(), StatusCode>;
+
+    /// The whole body arrived: fill `res` (which starts as an empty `200 OK`). `req` is
+    /// the request's head; [`Request::body`] is empty.
+    fn finish(self: Box<Self>, req: &Request<'_>, res: &mut Response);
 }
 
 impl<F> Handler for F
@@ -411,7 +548,7 @@ mod tests {
     fn serialize(res: &Response) -> String {
         let mut out = Vec::new();
         let prefix = Prefix::new(std::time::UNIX_EPOCH);
-        res.write_to(&mut out, &prefix, false, false, false);
+        res.write_to(&mut out, &prefix, false, false, false, true);
         String::from_utf8(out).unwrap()
     }
 

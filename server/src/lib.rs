@@ -39,13 +39,15 @@
 
 mod handler;
 mod prefork;
+mod stream;
 pub mod router;
 mod timer;
 mod worker;
 
-pub use handler::{Handler, Header, Request, Response};
+pub use handler::{BodySink, Handler, Header, Request, Response};
 pub use keel_http::{Limits, StatusCode};
 pub use prefork::Server;
+pub use stream::{BodyStream, StreamContext, StreamPoll, Waker};
 pub use router::{Params, Router};
 
 use std::io;

@@ -95,7 +95,7 @@
 //!
 //! [RFC 3986 §2.1, §5.2.4]: https://www.rfc-editor.org/rfc/rfc3986#section-2.1
 
-use crate::{Handler, Request, Response, StatusCode};
+use crate::{BodySink, Handler, Request, Response, StatusCode};
 use std::fmt;
 
 /// Most parameters and wildcards one pattern may have.
@@ -107,6 +107,9 @@ type PlainFn = dyn FnMut(&Request<'_>, &Params<'_>, &mut Response);
 
 /// A route handler that also gets the router's state `S`.
 type StatefulFn<S> = dyn FnMut(&mut S, &Request<'_>, &Params<'_>, &mut Response);
+
+/// A route that takes its request body piece by piece: makes the body's sink.
+type SinkFn<S> = dyn FnMut(&mut S, &Request<'_>, &Params<'_>) -> Box<dyn BodySink>;
 
 /// Dispatches requests by method and path pattern to route handlers; a [`Handler`].
 ///
@@ -153,6 +156,7 @@ struct Route<S> {
 enum Endpoint<S> {
     Plain(Box<PlainFn>),
     Stateful(Box<StatefulFn<S>>),
+    Sink(Box<SinkFn<S>>),
 }
 
 /// A node of the segment tree: the position after some sequence of segments.
@@ -366,6 +370,23 @@ impl<S> Router<S> {
         F: FnMut(&mut S, &Request<'_>, &Params<'_>, &mut Response) + 'static,
     {
         self.insert(method, pattern, Endpoint::Stateful(Box::new(handler)));
+        self
+    }
+
+    /// Adds a route whose request body is not buffered but handed, piece by piece as it
+    /// arrives, to the [`BodySink`] that `make_sink` returns for the request (see
+    /// [`Handler::body_sink`]); the sink's [`BodySink::finish`] makes the response. The
+    /// server's `max_body_size` does not apply: the sink refuses what it will not take.
+    /// `make_sink` gets the router's state, the request head and the path parameters.
+    ///
+    /// # Panics
+    ///
+    /// As [`Router::route`].
+    pub fn route_body_sink<F>(mut self, method: &str, pattern: &str, make_sink: F) -> Self
+    where
+        F: FnMut(&mut S, &Request<'_>, &Params<'_>) -> Box<dyn BodySink> + 'static,
+    {
+        self.insert(method, pattern, Endpoint::Sink(Box::new(make_sink)));
         self
     }
 
@@ -695,6 +716,25 @@ impl<S> Route<S> {
 }
 
 impl<S> Handler for Router<S> {
+    /// Makes the sink of a route added with [`Router::route_body_sink`], when `head`
+    /// matches one; `None` otherwise (the body is buffered for [`Handler::handle`]).
+    fn body_sink(&mut self, head: &keel_http::Request<'_>) -> Option<Box<dyn BodySink>> {
+        let path = head.path();
+        let Resolved::Found(i, captures) = self.resolve(head.method(), path) else {
+            return None;
+        };
+        let route = &mut self.routes[i]; // `resolve` returns indices of `routes`.
+        let Endpoint::Sink(f) = &mut route.endpoint else {
+            return None;
+        };
+        let params = Params {
+            path,
+            names: &route.names,
+            captures,
+        };
+        Some(f(&mut self.state, &Request::new(*head, &[]), &params))
+    }
+
     /// Calls the route that matches `req` (see [`Router::find`]), or answers `404 Not
     /// Found` or `405 Method Not Allowed` with an `Allow` field, with an empty body.
     fn handle(&mut self, req: &Request<'_>, res: &mut Response) {
@@ -710,6 +750,8 @@ impl<S> Handler for Router<S> {
                 match &mut route.endpoint {
                     Endpoint::Plain(f) => f(req, &params, res),
                     Endpoint::Stateful(f) => f(&mut self.state, req, &params, res),
+                    // A request without a body: the sink gets no data.
+                    Endpoint::Sink(f) => f(&mut self.state, req, &params).finish(req, res),
                 }
             }
             Resolved::MethodNotAllowed => {
@@ -772,7 +814,7 @@ mod tests {
         handler.handle(&req, &mut res);
         let mut out = Vec::new();
         let prefix = Prefix::new(std::time::UNIX_EPOCH);
-        res.write_to(&mut out, &prefix, method == "HEAD", false, false);
+        res.write_to(&mut out, &prefix, method == "HEAD", false, false, true);
         String::from_utf8(out).unwrap()
     }
 

@@ -5,7 +5,8 @@
 //! (pipelining), call the handler, append each response to the connection's output →
 //! write once → watch for writability only when a write was short.
 
-use crate::handler::{write_simple, Handler, Prefix, Request, Response};
+use crate::handler::{write_simple, BodySink, Handler, Prefix, Request, Response, Source};
+use crate::stream::{BodyStream, StreamContext, StreamPoll, WakeQueue};
 use crate::timer::{Entry, Millis, Wheel, NOT_FILED};
 use crate::Config;
 use keel_http::{
@@ -18,10 +19,20 @@ use keel_linux::signal::{SignalFd, SignalSet};
 use keel_linux::socket::{self, Shutdown};
 use std::io;
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const LISTENER: u64 = u64::MAX;
 const SIGNALS: u64 = u64::MAX - 1;
+const WAKE: u64 = u64::MAX - 2;
+/// While a file or stream body is being sent, later pipelined requests wait in the input
+/// buffer; reading stops once this many bytes wait there.
+const BODY_INPUT_CAP: usize = 64 * 1024;
+/// Most bytes one `flush` hands to `sendfile`, so one fast reader of a large file cannot
+/// hold the loop up.
+const SENDFILE_BUDGET: u64 = 1 << 20;
+/// A deadline that never comes (far enough that adding to it cannot overflow).
+const NEVER: Millis = Millis::MAX / 4;
 /// Initial capacity of a connection's input buffer (bytes).
 const INITIAL_INPUT: usize = 4096;
 /// Stop reading from a connection while this many response bytes wait to be sent.
@@ -54,6 +65,10 @@ struct Conn {
     await_len: usize,
     /// The request at `start` has a complete head and a chunked body being decoded.
     chunked: Option<Box<ChunkedBody>>,
+    /// The request at `start` has a complete head and its body goes to the handler's sink.
+    sink: Option<Box<SinkBody>>,
+    /// The handler was asked for a sink for the request at `start` (and may have said no).
+    sink_asked: bool,
     /// When the first byte of the request at `start` arrived (`None`: no request begun).
     head_since: Option<Millis>,
     /// When bytes last arrived.
@@ -69,6 +84,66 @@ struct Conn {
     /// The tick of its live entry in the timer wheel (at or before `deadline`), or
     /// `NOT_FILED`.
     filed_tick: u64,
+    /// The body being sent after everything in `output`: a file range or a stream.
+    source: Option<Active>,
+    /// A file or stream body just ended: the requests waiting behind it may go on.
+    resumable: bool,
+    /// A body could not be sent as framed (file truncated, stream off its length): close
+    /// without lingering once `output` is written.
+    abort: bool,
+}
+
+/// A file or stream body on its way out.
+enum Active {
+    /// `remaining` bytes of `file` from `offset`, by `sendfile`.
+    File {
+        file: std::fs::File,
+        offset: u64,
+        remaining: u64,
+    },
+    /// A stream; `remaining` bytes when its length was declared; `chunked` framing on
+    /// HTTP/1.1 when it was not.
+    Stream {
+        stream: Box<dyn BodyStream>,
+        remaining: Option<u64>,
+        chunked: bool,
+        /// The stream said `Pending`: not polled until `wake_at` or a waker.
+        waiting: bool,
+        wake_at: Option<Millis>,
+    },
+}
+
+impl Active {
+    fn new(source: Source, chunked: bool) -> Active {
+        match source {
+            Source::File { file, offset, len } => Active::File {
+                file,
+                offset,
+                remaining: len,
+            },
+            Source::Stream { stream, len } => Active::Stream {
+                stream,
+                remaining: len,
+                chunked: chunked && len.is_none(),
+                waiting: false,
+                wake_at: None,
+            },
+        }
+    }
+
+    fn is_waiting(&self) -> bool {
+        matches!(self, Active::Stream { waiting: true, .. })
+    }
+}
+
+/// What [`Worker::send`] got to.
+enum Sent {
+    /// The socket is full (or the `sendfile` budget is spent): wait for writability.
+    Blocked,
+    /// Everything is written and no body part waits to be produced now.
+    Done,
+    /// The connection failed; it must be dropped.
+    Failed,
 }
 
 /// A chunked request body decoded as it arrives: the decoded content is kept here and
@@ -76,6 +151,45 @@ struct Conn {
 struct ChunkedBody {
     decoder: ChunkedDecoder,
     content: Vec<u8>,
+}
+
+/// A request body handed to a [`BodySink`] as it arrives.
+struct SinkBody {
+    sink: Box<dyn BodySink>,
+    /// Content-Length bytes still to come; unused for a chunked body.
+    remaining: u64,
+    /// The chunked decoder, for a chunked body.
+    decoder: Option<ChunkedDecoder>,
+}
+
+/// Hands what `input[body_at..]` holds of the body to the sink and removes it from
+/// `input`; returns whether the body is complete. `Err` is the status to answer with.
+fn feed_sink(body: &mut SinkBody, input: &mut Vec<u8>, body_at: usize) -> Result<bool, StatusCode> {
+    let avail = &input[body_at..];
+    let Some(decoder) = body.decoder.as_mut() else {
+        let n = usize::try_from(body.remaining).map_or(avail.len(), |r| r.min(avail.len()));
+        if n > 0 {
+            body.sink.data(&avail[..n])?;
+            input.drain(body_at..body_at + n);
+            body.remaining -= n as u64;
+        }
+        return Ok(body.remaining == 0);
+    };
+    let mut pos = 0;
+    let done = loop {
+        let d = decoder.decode(&avail[pos..]).map_err(|e| e.status_hint())?;
+        if let ChunkEvent::Data(r) = &d.event {
+            body.sink.data(&avail[pos + r.start..pos + r.end])?;
+        }
+        pos += d.consumed;
+        match d.event {
+            ChunkEvent::Data(_) => {}
+            ChunkEvent::NeedMore => break false,
+            ChunkEvent::End => break true,
+        }
+    };
+    input.drain(body_at..body_at + pos);
+    Ok(done)
 }
 
 impl Conn {
@@ -93,6 +207,8 @@ impl Conn {
             linger_deadline: None,
             await_len: 0,
             chunked: None,
+            sink: None,
+            sink_asked: false,
             head_since: None,
             last_read: now,
             last_write: now,
@@ -100,11 +216,14 @@ impl Conn {
             deadline: now,
             filed_tick: NOT_FILED,
             peer: None,
+            source: None,
+            resumable: false,
+            abort: false,
         }
     }
 
     fn is_idle(&self) -> bool {
-        self.start == self.input.len() && self.written == self.output.len()
+        self.start == self.input.len() && self.written == self.output.len() && self.source.is_none()
     }
 }
 
@@ -154,6 +273,12 @@ pub(crate) struct Worker<H> {
     log: Vec<u8>,
     /// Access log lines dropped because standard error did not keep up.
     log_dropped: u64,
+    /// Streams woken from any thread, and the eventfd that wakes the loop for them.
+    wake: Arc<WakeQueue>,
+    /// The woken streams being handled this turn (kept to reuse its allocation).
+    woken: Vec<(usize, u32)>,
+    /// Where a stream writes its next piece before it is framed into the output.
+    scratch: Vec<u8>,
 }
 
 /// Access log lines wait here at most; past it, lines are dropped (and counted) rather
@@ -187,6 +312,8 @@ impl<H: Handler> Worker<H> {
         epoll.add(&listener, LISTENER, Interest::READABLE)?;
         let signals = SignalFd::new(stop_signals)?;
         epoll.add(&signals, SIGNALS, Interest::READABLE)?;
+        let wake = Arc::new(WakeQueue::new()?);
+        epoll.add(&wake.fd, WAKE, Interest::READABLE)?;
         let parser = RequestParser::new(config.limits);
         Ok(Worker {
             config,
@@ -217,6 +344,9 @@ impl<H: Handler> Worker<H> {
             ],
             log: Vec::new(),
             log_dropped: 0,
+            wake,
+            woken: Vec::new(),
+            scratch: Vec::new(),
         })
     }
 
@@ -244,8 +374,15 @@ impl<H: Handler> Worker<H> {
                 match ev.token() {
                     LISTENER => self.accept_all(),
                     SIGNALS => self.on_signal()?,
+                    WAKE => self.on_wake(),
                     t => {
                         let i = t as usize;
+                        if ev.is_error() {
+                            // Reset, or closed in both directions: nothing more can be
+                            // delivered (and a hang-up stays reported, level-triggered).
+                            self.drop_conn(i);
+                            continue;
+                        }
                         if ev.is_writable() {
                             self.on_writable(i);
                         }
@@ -366,9 +503,11 @@ impl<H: Handler> Worker<H> {
         let t = &self.timeouts;
         c.deadline = if let Some(d) = c.linger_deadline {
             d
-        } else if c.written < c.output.len() {
+        } else if c.written < c.output.len() || c.source.as_ref().is_some_and(|s| !s.is_waiting()) {
             c.last_write + t[WRITE]
-        } else if c.await_len > 0 || c.chunked.is_some() {
+        } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
+            wake_at.unwrap_or(NEVER)
+        } else if c.await_len > 0 || c.chunked.is_some() || c.sink.is_some() {
             c.last_read + t[BODY_READ]
         } else if let Some(since) = c.head_since {
             since + t[HEADER_READ]
@@ -387,10 +526,28 @@ impl<H: Handler> Worker<H> {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
+        if let Some(Active::Stream {
+            waiting, wake_at, ..
+        }) = &mut c.source
+        {
+            if *waiting && wake_at.is_some_and(|at| at <= self.now) {
+                *waiting = false;
+                *wake_at = None;
+                self.flush(i);
+                self.arm(i);
+                return;
+            }
+        }
+        if c.source.is_some() {
+            // The client stopped taking the body.
+            return self.drop_conn(i);
+        }
         // Bytes of a request arrived (a connection that never sent any is just closed).
-        let receiving = c.start < c.input.len() || c.await_len > 0 || c.chunked.is_some();
+        let receiving =
+            c.start < c.input.len() || c.await_len > 0 || c.chunked.is_some() || c.sink.is_some();
         if c.linger_deadline.is_none() && c.written == c.output.len() && receiving && !c.closing {
             c.chunked = None;
+            c.sink = None;
             c.await_len = 0;
             c.head_since = None;
             fail(c, &self.date, StatusCode::REQUEST_TIMEOUT);
@@ -398,6 +555,36 @@ impl<H: Handler> Worker<H> {
             self.arm(i);
         } else {
             self.drop_conn(i);
+        }
+    }
+
+    /// Polls the streams that were woken since the last turn.
+    fn on_wake(&mut self) {
+        let mut woken = std::mem::take(&mut self.woken);
+        self.wake.take(&mut woken);
+        for (i, generation) in woken.drain(..) {
+            if self.generations.get(i) == Some(&generation) {
+                self.resume_stream(i);
+            }
+        }
+        self.woken = woken;
+    }
+
+    /// Polls connection `i`'s stream now if it is waiting.
+    fn resume_stream(&mut self, i: usize) {
+        let Some(Some(c)) = self.conns.get_mut(i) else {
+            return;
+        };
+        if let Some(Active::Stream {
+            waiting, wake_at, ..
+        }) = &mut c.source
+        {
+            if *waiting {
+                *waiting = false;
+                *wake_at = None;
+                self.flush(i);
+                self.arm(i);
+            }
         }
     }
 
@@ -427,6 +614,9 @@ impl<H: Handler> Worker<H> {
             };
             if c.is_idle() && c.linger_deadline.is_none() {
                 self.drop_conn(i);
+            } else {
+                // A waiting stream hears of the shutdown (StreamContext::shutting_down).
+                self.resume_stream(i);
             }
         }
     }
@@ -515,7 +705,10 @@ impl<H: Handler> Worker<H> {
                 }
             }
         }
-        if c.closing || c.output.len() - c.written > OUTPUT_HIGH_WATER {
+        if c.closing
+            || c.output.len() - c.written > OUTPUT_HIGH_WATER
+            || (c.source.is_some() && c.input.len() - c.start >= BODY_INPUT_CAP)
+        {
             return;
         }
         let max_input = self.config.max_input_size();
@@ -563,7 +756,12 @@ impl<H: Handler> Worker<H> {
         if eof {
             // The client sent everything it will send; answer what is complete, then close.
             c.closing = true;
-            if c.start == c.input.len() && c.output.len() == c.written {
+            if matches!(c.source, Some(Active::Stream { .. })) {
+                // A client that closes while a stream runs (an EventSource going away)
+                // has left: a stream may never end by itself.
+                return self.drop_conn(i);
+            }
+            if c.start == c.input.len() && c.output.len() == c.written && c.source.is_none() {
                 return self.drop_conn(i);
             }
         }
@@ -589,47 +787,195 @@ impl<H: Handler> Worker<H> {
         self.arm(i);
     }
 
-    /// Writes pending output once; arms or disarms EPOLLOUT; closes when done and closing.
+    /// Writes pending output, then the file or stream body behind it, until the socket
+    /// is full or nothing is left; goes on with pipelined requests that waited behind a
+    /// body; arms or disarms EPOLLOUT; closes when done and closing.
     fn flush(&mut self, i: usize) {
+        loop {
+            match self.send(i) {
+                Sent::Failed => return self.drop_conn(i),
+                Sent::Blocked => break,
+                Sent::Done => {
+                    let Some(c) = self.conns[i].as_mut() else {
+                        return;
+                    };
+                    if !std::mem::take(&mut c.resumable) {
+                        break;
+                    }
+                    if c.closing || c.start == c.input.len() {
+                        break;
+                    }
+                    self.process(i);
+                }
+            }
+        }
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
-        while c.written < c.output.len() {
-            match lio::write(&c.fd, &c.output[c.written..]) {
-                Ok(n) => {
-                    c.written += n;
-                    c.last_write = self.now;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => return self.drop_conn(i),
-            }
-        }
         let pending = c.output.len() - c.written;
-        if pending == 0 {
+        if pending == 0 && c.source.is_none() {
             c.output.clear();
             c.written = 0;
             c.idle_since = self.now;
             if c.output.capacity() > MAX_IDLE_OUTPUT {
                 c.output = Vec::new();
             }
+            if c.abort {
+                return self.drop_conn(i);
+            }
             if c.closing {
                 return self.start_linger(i);
             }
         }
-        // Read while there is room for more output; while closing or over the
-        // high-water mark, watch only for writability so unread input cannot spin the loop.
-        let interest = if pending == 0 {
-            Interest::READABLE
-        } else if c.closing || pending > OUTPUT_HIGH_WATER {
-            Interest::WRITABLE
-        } else {
-            Interest::READABLE | Interest::WRITABLE
+        // Read while there is room for more output (and, behind a body, for more input);
+        // while closing or over the high-water mark, watch only for writability so
+        // unread input cannot spin the loop.
+        let want_write = pending > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting());
+        let want_read = !c.closing
+            && pending <= OUTPUT_HIGH_WATER
+            && (c.source.is_none() || c.input.len() - c.start < BODY_INPUT_CAP);
+        let interest = match (want_read, want_write) {
+            (true, true) => Interest::READABLE | Interest::WRITABLE,
+            (true, false) => Interest::READABLE,
+            (false, true) => Interest::WRITABLE,
+            (false, false) => Interest::NONE,
         };
         if interest != c.interest {
             c.interest = interest;
             if self.epoll.modify(&c.fd, i as u64, interest).is_err() {
                 self.drop_conn(i);
+            }
+        }
+    }
+
+    /// Writes connection `i`'s output, then its file or stream body, as far as the
+    /// socket takes them.
+    fn send(&mut self, i: usize) -> Sent {
+        let Worker {
+            conns,
+            scratch,
+            wake,
+            generations,
+            now,
+            shutdown_deadline,
+            ..
+        } = self;
+        let Some(c) = conns[i].as_mut() else {
+            return Sent::Failed;
+        };
+        let mut budget = SENDFILE_BUDGET;
+        loop {
+            while c.written < c.output.len() {
+                match lio::write(&c.fd, &c.output[c.written..]) {
+                    Ok(n) => {
+                        c.written += n;
+                        c.last_write = *now;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Blocked,
+                    Err(_) => return Sent::Failed,
+                }
+            }
+            if c.source.is_some() {
+                // Written: the next piece of the body starts at the front again.
+                c.output.clear();
+                c.written = 0;
+            }
+            match c.source.as_mut() {
+                None => return Sent::Done,
+                Some(Active::File {
+                    file,
+                    offset,
+                    remaining,
+                }) => {
+                    if *remaining == 0 {
+                        c.source = None;
+                        c.resumable = true;
+                        return Sent::Done;
+                    }
+                    if budget == 0 {
+                        return Sent::Blocked;
+                    }
+                    let want = (*remaining).min(budget) as usize;
+                    match lio::sendfile(&c.fd, &*file, offset, want) {
+                        Ok(0) => {
+                            // The file is shorter than the Content-Length sent.
+                            c.source = None;
+                            c.abort = true;
+                            c.closing = true;
+                            return Sent::Done;
+                        }
+                        Ok(n) => {
+                            *remaining -= n as u64;
+                            budget -= n as u64;
+                            c.last_write = *now;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Blocked,
+                        Err(_) => return Sent::Failed,
+                    }
+                }
+                Some(Active::Stream {
+                    stream,
+                    remaining,
+                    chunked,
+                    waiting,
+                    wake_at,
+                }) => {
+                    if *waiting {
+                        return Sent::Done;
+                    }
+                    scratch.clear();
+                    let cx = StreamContext {
+                        wake,
+                        slot: i,
+                        generation: generations[i],
+                        shutting_down: shutdown_deadline.is_some(),
+                    };
+                    let poll = stream.poll_data(scratch, &cx);
+                    let mut data = &scratch[..];
+                    let mut overran = false;
+                    if let Some(r) = remaining {
+                        if data.len() as u64 > *r {
+                            data = &data[..*r as usize];
+                            overran = true;
+                        }
+                        *r -= data.len() as u64;
+                    }
+                    if !data.is_empty() {
+                        if *chunked {
+                            write_chunk(&mut c.output, data);
+                        } else {
+                            c.output.extend_from_slice(data);
+                        }
+                    }
+                    match poll {
+                        _ if overran => {
+                            c.source = None;
+                            c.abort = true;
+                            c.closing = true;
+                        }
+                        StreamPoll::Ready if !data.is_empty() => {}
+                        StreamPoll::Ready => {
+                            *waiting = true;
+                            *wake_at = None;
+                        }
+                        StreamPoll::Pending(after) => {
+                            *waiting = true;
+                            *wake_at = after.map(|d| *now + millis(d).max(1));
+                        }
+                        StreamPoll::End => {
+                            if remaining.is_some_and(|r| r > 0) {
+                                c.abort = true;
+                                c.closing = true;
+                            } else if *chunked {
+                                c.output.extend_from_slice(b"0\r\n\r\n");
+                            }
+                            c.source = None;
+                            c.resumable = !c.abort;
+                        }
+                    }
+                }
             }
         }
     }
@@ -683,7 +1029,7 @@ impl<H: Handler> Worker<H> {
             if c.closing {
                 return Next::Read;
             }
-            if c.output.len() - c.written > OUTPUT_HIGH_WATER {
+            if c.output.len() - c.written > OUTPUT_HIGH_WATER || c.source.is_some() {
                 return Next::Drain;
             }
             let buf = &c.input[c.start..];
@@ -727,8 +1073,53 @@ impl<H: Handler> Worker<H> {
                 let req = parser.request(buf);
                 (req.body_length(), req.expects_continue())
             };
+            let has_body = match body_length {
+                BodyLength::ContentLength(n) => n > 0,
+                BodyLength::Chunked => true,
+                _ => false,
+            };
+            if has_body && !c.sink_asked {
+                c.sink_asked = true;
+                if let Some(sink) = handler.body_sink(&parser.request(buf)) {
+                    let (remaining, decoder) = match body_length {
+                        BodyLength::ContentLength(n) => (n, None),
+                        _ => {
+                            // The sink sets its own size limit.
+                            let limits = ChunkedLimits {
+                                max_body_size: u64::MAX,
+                                ..ChunkedLimits::default()
+                            };
+                            (0, Some(ChunkedDecoder::new(limits)))
+                        }
+                    };
+                    c.sink = Some(Box::new(SinkBody {
+                        sink,
+                        remaining,
+                        decoder,
+                    }));
+                }
+            }
+            let mut finished_sink = None;
             // Where the content is: a range of `input`, or the chunked body's buffer.
             let (content_range, consumed) = match body_length {
+                _ if c.sink.is_some() => {
+                    let body = c.sink.as_mut().expect("checked just above");
+                    match feed_sink(body, &mut c.input, c.start + head_len) {
+                        Ok(true) => finished_sink = c.sink.take(),
+                        Ok(false) => {
+                            if expects_continue && !c.sent_continue {
+                                c.sent_continue = true;
+                                c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                            }
+                            return Next::Read;
+                        }
+                        Err(status) => {
+                            c.sink = None;
+                            return fail(c, date, status);
+                        }
+                    }
+                    (None, head_len)
+                }
                 BodyLength::ContentLength(n) => {
                     let end = usize::try_from(n)
                         .ok()
@@ -795,9 +1186,28 @@ impl<H: Handler> Worker<H> {
             let head_only = req.method() == b"HEAD";
             let http10 = req.version() == keel_http::Version::Http10;
             response.reset();
-            handler.handle(&Request::new(req, content), response);
-            let close = !keep_alive || response.wants_close();
-            response.write_to(&mut c.output, date, head_only, close, http10 && !close);
+            match finished_sink {
+                Some(body) => body.sink.finish(&Request::new(req, &[]), response),
+                None => handler.handle(&Request::new(req, content), response),
+            }
+            // An HTTP/1.0 client cannot take chunked framing: a stream of unknown length
+            // is delimited by closing the connection (RFC 9112 §6.3, item 8).
+            let close =
+                !keep_alive || response.wants_close() || (http10 && response.is_unsized_stream());
+            let has_source = response.write_to(
+                &mut c.output,
+                date,
+                head_only,
+                close,
+                http10 && !close,
+                !http10,
+            );
+            // Taken either way: a file or stream not sent (HEAD, 304) is dropped now.
+            if let Some(source) = response.take_source() {
+                if has_source {
+                    c.source = Some(Active::new(source, !http10));
+                }
+            }
             if config.access_log {
                 if log.len() < MAX_LOG_BUFFER {
                     access_log_line(log, c.peer, date, &req, response);
@@ -807,6 +1217,7 @@ impl<H: Handler> Worker<H> {
             }
             c.start += consumed;
             c.sent_continue = false;
+            c.sink_asked = false;
             c.chunked = None;
             // The next pipelined request, if any bytes of it are here, began now.
             c.head_since = (c.start < c.input.len()).then_some(*now);
@@ -879,9 +1290,18 @@ fn decode_available(
     }
 }
 
+/// Appends `data` as one chunk (RFC 9112 §7.1): chunk-size in hex, CRLF, the data, CRLF.
+fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    use std::io::Write;
+    let _ = write!(out, "{:x}\r\n", data.len());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Answers a request the server cannot serve with `status` and closes the connection.
 fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
     write_simple(&mut c.output, prefix, status, true);
+    c.sink = None;
     c.closing = true;
     c.start = c.input.len();
     Next::Read
