@@ -39,16 +39,16 @@
 
 mod handler;
 mod prefork;
-mod stream;
 pub mod router;
+mod stream;
 mod timer;
 mod worker;
 
 pub use handler::{BodySink, Handler, Header, Request, Response};
 pub use keel_http::{Limits, StatusCode};
 pub use prefork::Server;
-pub use stream::{BodyStream, StreamContext, StreamPoll, Waker};
 pub use router::{Params, Router};
+pub use stream::{BodyStream, StreamContext, StreamPoll, Waker};
 
 use std::io;
 use std::net::SocketAddr;

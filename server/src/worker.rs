@@ -823,7 +823,9 @@ impl<H: Handler> Worker<H> {
             if c.abort {
                 return self.drop_conn(i);
             }
-            if c.closing {
+            // Shutting down: a connection whose last response just went out closes now,
+            // not at the shutdown deadline.
+            if c.closing || (self.shutdown_deadline.is_some() && c.start == c.input.len()) {
                 return self.start_linger(i);
             }
         }

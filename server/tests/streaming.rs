@@ -292,3 +292,21 @@ fn a_large_stream_to_a_slow_reader_keeps_worker_memory_bounded() {
         "worker RSS grew: {rss_before} KiB before, {rss_stalled} stalled, {rss_after} after"
     );
 }
+
+#[test]
+fn shutdown_ends_endless_streams_cleanly() {
+    let mut server = start_example("sse", 1, &[]);
+    let mut s = connect(&server);
+    send(&mut s, &get("/events?count=0&interval_ms=50"));
+    let mut buf = Vec::new();
+    read_head(&mut s, &mut buf);
+    std::thread::sleep(Duration::from_millis(200));
+    let waited = server.signal_and_wait(15, Duration::from_secs(5));
+    assert!(waited.is_some(), "the server exits");
+    // The stream saw the shutdown and ended with the last chunk.
+    let body = read_chunked(&mut s, &mut buf, |_| {});
+    assert!(!sse_events(&body).is_empty());
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{rest:?}");
+}
