@@ -27,6 +27,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Server {
     config: Config,
+    /// Serve HTTPS with this configuration; plain HTTP when `None`.
+    tls: Option<std::sync::Arc<keel_tls::ServerConfig>>,
     /// Holds the port while workers come and go.
     _reservation: OwnedFd,
 }
@@ -70,8 +72,39 @@ impl Server {
         let fd = socket::tcp_listener(config.addr, &opts).map_err(bind_err(config.addr))?;
         Ok(Server {
             config,
+            tls: None,
             _reservation: fd,
         })
+    }
+
+    /// Serves HTTPS on the address instead of plain HTTP: every connection begins with a
+    /// TLS handshake (TLS 1.2 or 1.3, through [`keel_tls`] and OpenSSL) and the same
+    /// handlers see the decrypted requests. Configure `tls` with the certificate chain
+    /// and key (from PEM: [`keel_tls::Certificate::from_pem_chain`],
+    /// [`keel_tls::PrivateKey::from_pem`]) and ALPN `http/1.1` (RFC 7301), which
+    /// [`Server::https_config`] does. A handshake counts against the header-read timeout;
+    /// a failed one gets its alert and the connection closes. File bodies are read and
+    /// encrypted in user space (no `sendfile`).
+    pub fn with_tls(mut self, tls: keel_tls::ServerConfig) -> Server {
+        self.tls = Some(std::sync::Arc::new(tls));
+        self
+    }
+
+    /// A TLS server configuration for HTTPS from a PEM certificate chain (leaf first)
+    /// and a PEM private key: ALPN `http/1.1`, session tickets on, TLS 1.2 minimum.
+    ///
+    /// # Errors
+    /// [`keel_tls::Error`] when a PEM block does not parse, the key does not match the
+    /// certificate, or OpenSSL refuses the configuration.
+    pub fn https_config(
+        chain_pem: &[u8],
+        key_pem: &[u8],
+    ) -> Result<keel_tls::ServerConfig, keel_tls::Error> {
+        let chain = keel_tls::Certificate::from_pem_chain(chain_pem)?;
+        let key = keel_tls::PrivateKey::from_pem(key_pem)?;
+        keel_tls::ServerConfig::builder(chain, key)
+            .alpn_protocols(vec![b"http/1.1".to_vec()])
+            .build()
     }
 
     /// The address the workers listen on, with the real port when bound to port 0.
@@ -124,7 +157,13 @@ impl Server {
 
         let mut slots: Vec<Slot> = Vec::with_capacity(self.config.workers);
         for _ in 0..self.config.workers {
-            match spawn(&self.config, &make_handler, &stop, parent) {
+            match spawn(
+                &self.config,
+                self.tls.as_deref(),
+                &make_handler,
+                &stop,
+                parent,
+            ) {
                 Ok(pid) => slots.push(Slot {
                     pid: Some(pid),
                     started: Instant::now(),
@@ -195,7 +234,13 @@ impl Server {
                 if slot.restart_at.is_some_and(|t| t <= now) {
                     slot.restart_at = None;
                     slot.started = now;
-                    match spawn(&self.config, &make_handler, &stop, parent) {
+                    match spawn(
+                        &self.config,
+                        self.tls.as_deref(),
+                        &make_handler,
+                        &stop,
+                        parent,
+                    ) {
                         Ok(pid) => slot.pid = Some(pid),
                         Err(e) => {
                             eprintln!("keel: worker {n} failed to restart: {e}");
@@ -274,6 +319,7 @@ fn stop_all(slots: &mut [Slot], signals: &SignalFd, grace: Duration) {
 /// Forks one worker and waits until it listens (or fails to).
 fn spawn<F, H>(
     config: &Config,
+    tls: Option<&keel_tls::ServerConfig>,
     make_handler: &F,
     stop: &SignalSet,
     parent: Pid,
@@ -286,7 +332,7 @@ where
     match process::fork().map_err(|e| Error::WorkerStart(format!("fork: {e}")))? {
         Fork::Child => {
             drop(ready_r);
-            let code = match worker_main(config, make_handler, stop, parent, ready_w) {
+            let code = match worker_main(config, tls, make_handler, stop, parent, ready_w) {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("keel: worker {}: {e}", process::pid().as_raw_nonzero());
@@ -319,6 +365,7 @@ where
 
 fn worker_main<F, H>(
     config: &Config,
+    tls: Option<&keel_tls::ServerConfig>,
     make_handler: &F,
     stop: &SignalSet,
     parent: Pid,
@@ -344,7 +391,7 @@ where
     let want = u32::try_from(config.max_connections.saturating_add(64)).unwrap_or(u32::MAX);
     let limit = u32::try_from(keel_linux::rlimit::nofile_limit()).unwrap_or(u32::MAX);
     let _ = keel_linux::rlimit::reserve_fd_table(&listener, want.min(limit));
-    let mut worker = Worker::new(*config, make_handler(), listener, stop)?;
+    let mut worker = Worker::new(*config, tls, make_handler(), listener, stop)?;
     lio::write(&ready, b"R")?;
     drop(ready);
     worker.run()

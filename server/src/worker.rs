@@ -91,7 +91,24 @@ struct Conn {
     /// A body could not be sent as framed (file truncated, stream off its length): close
     /// without lingering once `output` is written.
     abort: bool,
+    /// The TLS layer of an HTTPS connection: `input` and `output` hold plaintext.
+    tls: Option<Box<Tls>>,
 }
+
+/// An HTTPS connection's TLS session and the ciphertext waiting to be sent.
+struct Tls {
+    session: keel_tls::Session,
+    out: Vec<u8>,
+    out_sent: usize,
+    /// The client sent close_notify: it sends nothing more.
+    peer_closed: bool,
+}
+
+/// How much ciphertext one read takes from an HTTPS connection (one full TLS record and
+/// its header fit).
+const TLS_READ: usize = 16 * 1024 + 512;
+/// How much of a file one `pread` takes for an HTTPS connection.
+const TLS_FILE_PIECE: u64 = 64 * 1024;
 
 /// A file or stream body on its way out.
 enum Active {
@@ -219,11 +236,18 @@ impl Conn {
             source: None,
             resumable: false,
             abort: false,
+            tls: None,
         }
     }
 
+    /// Response bytes not yet handed to the kernel: plaintext not yet written (or
+    /// encrypted) and ciphertext not yet sent.
+    fn unsent(&self) -> usize {
+        self.output.len() - self.written + self.tls.as_ref().map_or(0, |t| t.out.len() - t.out_sent)
+    }
+
     fn is_idle(&self) -> bool {
-        self.start == self.input.len() && self.written == self.output.len() && self.source.is_none()
+        self.start == self.input.len() && self.unsent() == 0 && self.source.is_none()
     }
 }
 
@@ -235,7 +259,11 @@ enum Next {
     Drain,
 }
 
-pub(crate) struct Worker<H> {
+pub(crate) struct Worker<'t, H> {
+    /// The HTTPS configuration; plain HTTP when `None`.
+    tls: Option<&'t keel_tls::ServerConfig>,
+    /// Where ciphertext is read to before it is fed to a TLS session.
+    tls_in: Vec<u8>,
     config: Config,
     handler: H,
     epoll: Epoll,
@@ -299,11 +327,12 @@ fn millis(d: Duration) -> Millis {
 /// How long accepting pauses after `EMFILE`/`ENFILE`.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
-impl<H: Handler> Worker<H> {
+impl<'t, H: Handler> Worker<'t, H> {
     /// Sets up the loop: `listener` must be listening and non-blocking; the signals of
     /// `stop_signals` must already be blocked.
     pub(crate) fn new(
         config: Config,
+        tls: Option<&'t keel_tls::ServerConfig>,
         handler: H,
         listener: OwnedFd,
         stop_signals: &SignalSet,
@@ -316,6 +345,12 @@ impl<H: Handler> Worker<H> {
         epoll.add(&wake.fd, WAKE, Interest::READABLE)?;
         let parser = RequestParser::new(config.limits);
         Ok(Worker {
+            tls,
+            tls_in: if tls.is_some() {
+                vec![0; TLS_READ]
+            } else {
+                Vec::new()
+            },
             config,
             handler,
             epoll,
@@ -503,7 +538,7 @@ impl<H: Handler> Worker<H> {
         let t = &self.timeouts;
         c.deadline = if let Some(d) = c.linger_deadline {
             d
-        } else if c.written < c.output.len() || c.source.as_ref().is_some_and(|s| !s.is_waiting()) {
+        } else if c.unsent() > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting()) {
             c.last_write + t[WRITE]
         } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
             wake_at.unwrap_or(NEVER)
@@ -545,7 +580,7 @@ impl<H: Handler> Worker<H> {
         // Bytes of a request arrived (a connection that never sent any is just closed).
         let receiving =
             c.start < c.input.len() || c.await_len > 0 || c.chunked.is_some() || c.sink.is_some();
-        if c.linger_deadline.is_none() && c.written == c.output.len() && receiving && !c.closing {
+        if c.linger_deadline.is_none() && c.unsent() == 0 && receiving && !c.closing {
             c.chunked = None;
             c.sink = None;
             c.await_len = 0;
@@ -650,7 +685,24 @@ impl<H: Handler> Worker<H> {
                     }
                     // The first request's head must arrive within the header timeout,
                     // counted from the connection.
+                    let session = match self.tls.map(|t| t.new_session(SystemTime::now())) {
+                        None => None,
+                        Some(Ok(session)) => Some(session),
+                        Some(Err(_)) => {
+                            let _ = self.epoll.delete(&fd);
+                            self.free.push(i);
+                            continue;
+                        }
+                    };
                     let mut c = Conn::new(fd, self.now);
+                    c.tls = session.map(|session| {
+                        Box::new(Tls {
+                            session,
+                            out: Vec::new(),
+                            out_sent: 0,
+                            peer_closed: false,
+                        })
+                    });
                     if self.config.access_log {
                         c.peer = socket::peer_addr(&c.fd).ok();
                     }
@@ -706,7 +758,7 @@ impl<H: Handler> Worker<H> {
             }
         }
         if c.closing
-            || c.output.len() - c.written > OUTPUT_HIGH_WATER
+            || c.unsent() > OUTPUT_HIGH_WATER
             || (c.source.is_some() && c.input.len() - c.start >= BODY_INPUT_CAP)
         {
             return;
@@ -731,7 +783,12 @@ impl<H: Handler> Worker<H> {
                 }
             }
             let spare = c.input.capacity() - c.input.len();
-            let n = match lio::read_to_spare(&c.fd, &mut c.input) {
+            let got = if c.tls.is_some() {
+                read_tls(c, &mut self.tls_in)
+            } else {
+                lio::read_to_spare(&c.fd, &mut c.input)
+            };
+            let n = match got {
                 Ok(0) => {
                     eof = true;
                     0
@@ -745,10 +802,20 @@ impl<H: Handler> Worker<H> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => return self.drop_conn(i),
+                Err(_) => {
+                    // A TLS failure: its alert goes out if the socket takes it at once.
+                    if let Some(tls) = c.tls.as_mut() {
+                        tls.session.poll_transmit(&mut tls.out);
+                        let _ = lio::write(&c.fd, &tls.out[tls.out_sent..]);
+                    }
+                    return self.drop_conn(i);
+                }
             };
+            let tls = self.conns[i].as_ref().is_some_and(|c| c.tls.is_some());
             match self.process(i) {
-                Next::Read if !eof && n == spare => continue,
+                // Plain: a read that filled the buffer may have left more. TLS: read until
+                // the socket is empty, since decrypted data can outgrow the spare room.
+                Next::Read if !eof && (n == spare || tls) => continue,
                 _ => break,
             }
         }
@@ -761,7 +828,7 @@ impl<H: Handler> Worker<H> {
                 // has left: a stream may never end by itself.
                 return self.drop_conn(i);
             }
-            if c.start == c.input.len() && c.output.len() == c.written && c.source.is_none() {
+            if c.start == c.input.len() && c.unsent() == 0 && c.source.is_none() {
                 return self.drop_conn(i);
             }
         }
@@ -776,10 +843,7 @@ impl<H: Handler> Worker<H> {
         self.flush(i);
         // Requests left unprocessed while the output was over the high-water mark.
         if let Some(c) = self.conns[i].as_ref() {
-            if !c.closing
-                && c.start < c.input.len()
-                && c.output.len() - c.written <= OUTPUT_HIGH_WATER
-            {
+            if !c.closing && c.start < c.input.len() && c.unsent() <= OUTPUT_HIGH_WATER {
                 self.process(i);
                 self.flush(i);
             }
@@ -812,7 +876,7 @@ impl<H: Handler> Worker<H> {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
-        let pending = c.output.len() - c.written;
+        let pending = c.unsent();
         if pending == 0 && c.source.is_none() {
             c.output.clear();
             c.written = 0;
@@ -867,7 +931,35 @@ impl<H: Handler> Worker<H> {
         };
         let mut budget = SENDFILE_BUDGET;
         loop {
-            while c.written < c.output.len() {
+            if let Some(tls) = c.tls.as_mut() {
+                // Encrypt what is pending (nothing is before the handshake ends), then
+                // send the ciphertext.
+                if c.written < c.output.len() && !tls.session.is_handshaking() {
+                    if tls.session.write_plaintext(&c.output[c.written..]).is_err() {
+                        return Sent::Failed;
+                    }
+                    c.written = c.output.len();
+                }
+                if tls.out_sent == tls.out.len() {
+                    tls.out.clear();
+                    tls.out_sent = 0;
+                }
+                tls.session.poll_transmit(&mut tls.out);
+                while tls.out_sent < tls.out.len() {
+                    match lio::write(&c.fd, &tls.out[tls.out_sent..]) {
+                        Ok(n) => {
+                            tls.out_sent += n;
+                            c.last_write = *now;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Blocked,
+                        Err(_) => return Sent::Failed,
+                    }
+                }
+                tls.out.clear();
+                tls.out_sent = 0;
+            }
+            while c.tls.is_none() && c.written < c.output.len() {
                 match lio::write(&c.fd, &c.output[c.written..]) {
                     Ok(n) => {
                         c.written += n;
@@ -897,6 +989,30 @@ impl<H: Handler> Worker<H> {
                     }
                     if budget == 0 {
                         return Sent::Blocked;
+                    }
+                    if c.tls.is_some() {
+                        // Encrypted in user space: read a piece into the output, which
+                        // the top of the loop encrypts and sends.
+                        let want = (*remaining).min(TLS_FILE_PIECE) as usize;
+                        c.output.resize(want, 0);
+                        match lio::pread(&*file, &mut c.output, *offset) {
+                            Ok(n) if n > 0 => {
+                                c.output.truncate(n);
+                                *offset += n as u64;
+                                *remaining -= n as u64;
+                                budget = budget.saturating_sub(n as u64);
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => c.output.clear(),
+                            _ => {
+                                // Truncated meanwhile, or unreadable.
+                                c.output.clear();
+                                c.source = None;
+                                c.abort = true;
+                                c.closing = true;
+                                return Sent::Done;
+                            }
+                        }
+                        continue;
                     }
                     let want = (*remaining).min(budget) as usize;
                     match lio::sendfile(&c.fd, &*file, offset, want) {
@@ -988,6 +1104,14 @@ impl<H: Handler> Worker<H> {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
+        if let Some(tls) = c.tls.as_mut() {
+            // close_notify (RFC 8446 §6.1), if the socket takes it now.
+            if tls.session.close().is_ok() {
+                tls.session.poll_transmit(&mut tls.out);
+                let _ = lio::write(&c.fd, &tls.out[tls.out_sent..]);
+            }
+            c.tls = None;
+        }
         if socket::shutdown(&c.fd, Shutdown::Write).is_err() {
             return self.drop_conn(i);
         }
@@ -1031,7 +1155,7 @@ impl<H: Handler> Worker<H> {
             if c.closing {
                 return Next::Read;
             }
-            if c.output.len() - c.written > OUTPUT_HIGH_WATER || c.source.is_some() {
+            if c.unsent() > OUTPUT_HIGH_WATER || c.source.is_some() {
                 return Next::Drain;
             }
             let buf = &c.input[c.start..];
@@ -1289,6 +1413,54 @@ fn decode_available(
             ChunkEvent::End => return Ok((pos + d.consumed, true)),
         }
         pos += d.consumed;
+    }
+}
+
+/// Reads from an HTTPS connection: ciphertext from the socket into `buf`, through the
+/// TLS session, plaintext appended to `c.input`. Returns the plaintext bytes appended, 0
+/// at the end of the client's data (end of file or close_notify).
+///
+/// # Errors
+/// `WouldBlock` when the socket is empty and no plaintext came; `InvalidData` for a TLS
+/// failure (the alert waits in the session's output); the socket's errors.
+fn read_tls(c: &mut Conn, buf: &mut [u8]) -> io::Result<usize> {
+    let tls = c.tls.as_mut().expect("called for HTTPS connections");
+    let tls_err = |e: keel_tls::Error| io::Error::new(io::ErrorKind::InvalidData, e);
+    let before = c.input.len();
+    loop {
+        tls.session.read_plaintext(&mut c.input).map_err(tls_err)?;
+        while let Some(event) = tls.session.poll_event() {
+            if event == keel_tls::Event::CloseNotify {
+                tls.peer_closed = true;
+            }
+        }
+        if c.input.len() > before {
+            return Ok(c.input.len() - before);
+        }
+        if tls.peer_closed {
+            return Ok(0);
+        }
+        let n = lio::read(&c.fd, buf)?;
+        if n == 0 {
+            // Without close_notify the client may have been cut off; for HTTP that is
+            // the same as a plain close (RFC 9112 §9.8).
+            let _ = tls.session.handle_eof();
+            return Ok(0);
+        }
+        let mut fed = 0;
+        while fed < n {
+            let took = tls.session.feed(&buf[fed..n]).map_err(tls_err)?;
+            fed += took;
+            if took == 0 {
+                // The session's ciphertext buffer is full: take its plaintext first.
+                if tls.session.read_plaintext(&mut c.input).map_err(tls_err)? == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "TLS session took no ciphertext",
+                    ));
+                }
+            }
+        }
     }
 }
 
