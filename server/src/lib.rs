@@ -10,11 +10,17 @@
 //! connection.
 //!
 //! Around it: per-connection timeouts ([`Timeouts`]), backpressure (a connection whose
-//! unsent output passes a high-water mark is not read until it drains), and a
-//! [`Router`] (method and path with parameters and a trailing wildcard, 404 and 405).
+//! unsent output passes a high-water mark is not read until it drains), a [`Router`]
+//! (method and path with parameters and a trailing wildcard, 404 and 405), file bodies
+//! sent with `sendfile` ([`Response::file`]) and a static file handler
+//! ([`StaticFiles`]: conditional requests, byte ranges, no way out of its root),
+//! streamed response bodies and Server-Sent Events ([`Response::stream`],
+//! [`BodyStream`], [`Waker`]), request bodies taken piece by piece ([`BodySink`]), and
+//! HTTPS through keel-tls ([`Server::with_tls`]).
 //!
-//! What it does not do yet: static files, streaming bodies and HTTPS. A handler must
-//! not block: one slow handler stalls every connection of its worker.
+//! A handler must not block: one slow handler stalls every connection of its worker.
+//! Work that waits goes in a [`BodyStream`] that returns [`StreamPoll::Pending`] and is
+//! woken by a [`Waker`] from another thread.
 //!
 //! ```no_run
 //! use keel_server::{Config, Request, Response, Server};
@@ -40,6 +46,7 @@
 mod handler;
 mod prefork;
 pub mod router;
+mod static_files;
 mod stream;
 mod timer;
 mod worker;
@@ -48,6 +55,7 @@ pub use handler::{BodySink, Handler, Header, Request, Response};
 pub use keel_http::{Limits, StatusCode};
 pub use prefork::Server;
 pub use router::{Params, Router};
+pub use static_files::StaticFiles;
 pub use stream::{BodyStream, StreamContext, StreamPoll, Waker};
 
 use std::io;

@@ -225,7 +225,27 @@ pub fn send(s: &mut TcpStream, bytes: &[u8]) {
 /// Starts the example `name` with `--addr 127.0.0.1:0 --workers N` and `extra`, and waits
 /// for its "listening on ADDR" line.
 pub fn start_example(name: &str, workers: usize, extra: &[&str]) -> ServerProcess {
-    let mut child = Command::new(example_path(name))
+    start_example_wrapped(&[], name, workers, extra)
+}
+
+/// As [`start_example`], run through `wrapper` (a command and its arguments that then
+/// runs the example, such as `setpriv --reuid=65534 ...`) when it is not empty.
+pub fn start_example_wrapped(
+    wrapper: &[&str],
+    name: &str,
+    workers: usize,
+    extra: &[&str],
+) -> ServerProcess {
+    let example = example_path(name);
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(&example);
+            c
+        }
+        None => Command::new(&example),
+    };
+    let mut child = command
         .args(["--addr", "127.0.0.1:0", "--workers", &workers.to_string()])
         .args(extra)
         .stdin(Stdio::null())

@@ -1,0 +1,1069 @@
+//! Static files: [`StaticFiles`] serves a directory tree over `GET` and `HEAD`, with the
+//! body sent by `sendfile(2)`, validators, conditional requests and single byte ranges.
+//!
+//! The contract is documented on [`StaticFiles`].
+
+use crate::{Handler, Request, Response, StatusCode};
+use keel_http::HttpDate;
+use std::ffi::OsStr;
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Serves the files under one directory; a [`Handler`].
+///
+/// # What a request gets
+///
+/// | Request                                                      | Response                                   |
+/// |--------------------------------------------------------------|--------------------------------------------|
+/// | a method other than `GET` and `HEAD`                         | `405`, `Allow: GET, HEAD`                  |
+/// | a hostile or malformed path (see below)                      | `400`                                      |
+/// | a path that resolves outside the root (a symlink out of it)  | `404`                                      |
+/// | a missing file, or one that is not a regular file            | `404`                                      |
+/// | a file the server may not read                               | `403`                                      |
+/// | any other I/O error                                          | `500`                                      |
+/// | a directory, path without a trailing `/`                     | `301`, `Location:` the path with `/` added |
+/// | a directory, path with a trailing `/`                        | its `index.html`, or `404` without one     |
+/// | a failed `If-Match` / `If-Unmodified-Since`                  | `412`                                      |
+/// | a matching `If-None-Match`, or an unmodified `If-Modified-Since` | `304` with `ETag` and `Last-Modified`  |
+/// | one satisfiable byte range (`GET` only)                      | `206` with `Content-Range: bytes a-b/size` |
+/// | one unsatisfiable byte range                                 | `416` with `Content-Range: bytes */size`   |
+/// | anything else                                                | `200` with the whole file                  |
+///
+/// There is no directory listing.
+///
+/// # Paths
+///
+/// The path is percent-decoded (RFC 3986 §2.1) segment by segment, and refused with `400`
+/// when, after decoding, it holds a NUL byte, a `..` segment (anywhere, even one that
+/// would stay inside the root, as in `/a/../b`: clients remove dot-segments before
+/// sending, RFC 3986 §5.2.4), an encoded slash (`%2F`), a backslash (raw or `%5C`), or a
+/// `%` not followed by two hex digits. nginx answers `400` to a `..` that climbs out of
+/// its root as well. Empty segments (`//`) and `.` segments are dropped, so `//etc/passwd`
+/// looks for `etc/passwd` under the root. What is left is joined to the root, the result
+/// is canonicalized (every symlink followed) and served only if it is still under the
+/// canonical root; a symlink that leads out of the root gets `404`, one that stays inside
+/// it is followed. Files whose names start with `.` are served like any other.
+///
+/// # Fields
+///
+/// - `Content-Type` comes from the file name's extension (the `mime_guess` table), and is
+///   `application/octet-stream` for an unknown one. Like Go's `net/http` (and unlike
+///   nginx, whose `charset` is off by default), `text/*` types and JavaScript get
+///   `; charset=utf-8`, so browsers do not fall back to windows-1252.
+/// - `Last-Modified` is the file's modification time in whole seconds, as an IMF-fixdate
+///   (RFC 9110 §8.8.2); a time in the future is replaced by the current time
+///   (§8.8.2.1).
+/// - `ETag` is `"<mtime hex>-<size hex>"` with the modification time in nanoseconds since
+///   the Unix epoch, the shape nginx uses (with seconds), sent as a strong validator
+///   (RFC 9110 §8.8.3).
+/// - `Accept-Ranges: bytes` (RFC 9110 §14.3).
+/// - `Content-Length` is written by the server from the length given to
+///   [`Response::file`], and the body is left out for `HEAD` and `304`.
+///
+/// # Conditional requests and ranges
+///
+/// Preconditions are evaluated in the order of RFC 9110 §13.2.2: `If-Match` (strong
+/// comparison, `*`, lists; else `If-Unmodified-Since`), then `If-None-Match` (weak
+/// comparison, `*`, lists; else `If-Modified-Since`), then `If-Range`. A date field that
+/// does not parse as an HTTP-date, or that appears on more than one field line, is
+/// ignored (§13.1.3, §13.1.4). Entity-tag lists may span several field lines.
+///
+/// `Range` (RFC 9110 §14.2) is honoured for `GET` only, and only with exactly one
+/// `bytes` range-spec (`a-b`, `a-` or `-n`). A request with several ranges gets the
+/// whole file with `200`, which §14.2 allows ("a server MAY ignore the Range header
+/// field"): no `multipart/byteranges`. A malformed `Range` field, or another range unit,
+/// is ignored as well. `If-Range` (§13.1.5) with an entity-tag uses the strong
+/// comparison; with an HTTP-date it matches when the date equals `Last-Modified`; when it
+/// does not match, the whole file is sent.
+///
+/// # Use
+///
+/// Used directly as the handler, it serves the request's path (minus an optional
+/// [prefix](StaticFiles::with_prefix)). Behind a [`Router`](crate::Router) wildcard
+/// route, call [`StaticFiles::serve`] with the captured rest of the path:
+///
+/// ```no_run
+/// use keel_server::{Config, Router, Server, StaticFiles};
+///
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let files = StaticFiles::new("./public")?;
+///     let server = Server::bind(Config::new("127.0.0.1:8080".parse()?))?;
+///     server.run(move || {
+///         let files = files.clone();
+///         Router::new().get("/static/*path", move |req, params, res| {
+///             files.serve(params.get("path").unwrap_or("").as_bytes(), req, res);
+///         })
+///     })?;
+///     Ok(())
+/// }
+/// ```
+///
+/// Each request costs a `realpath` (one `lstat` per path component), a `stat`, an `open`
+/// and an `fstat` on the worker's thread: fast for files in the page cache, but a cold
+/// disk stalls the worker's other connections meanwhile.
+#[derive(Debug, Clone)]
+pub struct StaticFiles {
+    /// Canonical: absolute, no symlinks, no `.` or `..`.
+    root: PathBuf,
+    /// Stripped from the request path by [`Handler::handle`]: empty, or `/` followed by
+    /// at least one byte and not ending with `/`.
+    prefix: Box<[u8]>,
+}
+
+/// The methods a [`StaticFiles`] answers, for `Allow` (RFC 9110 §10.2.1).
+const ALLOW: &str = "GET, HEAD";
+
+impl StaticFiles {
+    /// Serves the files under `root`, which is canonicalized once, here: later changes to
+    /// symlinks along `root` itself do not move it.
+    ///
+    /// # Errors
+    ///
+    /// The error of `canonicalize` (`root` missing, unreadable, ...), or an error of kind
+    /// [`io::ErrorKind::NotADirectory`] when `root` is not a directory.
+    pub fn new(root: impl Into<PathBuf>) -> io::Result<StaticFiles> {
+        let root = std::fs::canonicalize(root.into())?;
+        if !std::fs::metadata(&root)?.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", root.display()),
+            ));
+        }
+        Ok(StaticFiles {
+            root,
+            prefix: Box::default(),
+        })
+    }
+
+    /// Mounts the tree at `prefix` when used as a [`Handler`]: a request for
+    /// `prefix + "/a.txt"` gets `root/a.txt`, and a path that is neither `prefix` nor
+    /// starts with `prefix + "/"` gets `404`. The prefix is compared with the path as
+    /// received, still percent-encoded (like [`Router`](crate::Router) patterns); a
+    /// missing leading `/` is added and trailing `/`s are dropped, so `""` and `"/"`
+    /// mean no prefix. `GET prefix` (without the slash) is redirected to `prefix/`.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: &str) -> StaticFiles {
+        let trimmed = prefix.trim_matches('/');
+        self.prefix = if trimmed.is_empty() {
+            Box::default()
+        } else {
+            format!("/{trimmed}").into_bytes().into_boxed_slice()
+        };
+        self
+    }
+
+    /// The canonical root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Answers `req` with the file at `rel_path` under the root, filling `res` as the
+    /// [type docs](StaticFiles) describe (status, fields, and the body through
+    /// [`Response::file`]). Never panics; every failure becomes a status code.
+    ///
+    /// `rel_path` is still percent-encoded, with or without a leading `/`: the rest of
+    /// the path after a mount point, such as a [`Router`](crate::Router) wildcard
+    /// parameter (`*path` in `/static/*path`). Whether a directory is redirected is
+    /// decided from the request's own path ([`keel_http::Request::path`]): without a
+    /// trailing `/`, the answer is `301` to that path with `/` appended (and the query
+    /// kept), as nginx does, so relative links in `index.html` resolve.
+    pub fn serve(&self, rel_path: &[u8], req: &Request<'_>, res: &mut Response) {
+        let method = req.method();
+        if method != b"GET" && method != b"HEAD" {
+            res.set_status(StatusCode::METHOD_NOT_ALLOWED)
+                .header("Allow", ALLOW);
+            return;
+        }
+        let Ok(rel) = decode_path(rel_path) else {
+            res.set_status(StatusCode::BAD_REQUEST);
+            return;
+        };
+        let slash = req.path().ends_with(b"/");
+        let (file, v, path) = match self.open(&rel, slash, SystemTime::now()) {
+            Ok(Opened::File(file, v, path)) => (file, v, path),
+            Ok(Opened::Directory) => {
+                let location = directory_location(req.path(), req.query());
+                res.set_status(StatusCode::MOVED_PERMANENTLY)
+                    .header("Location", &location);
+                return;
+            }
+            Err(status) => {
+                res.set_status(status);
+                return;
+            }
+        };
+        let last_modified =
+            HttpDate::from_system_time(UNIX_EPOCH + Duration::from_secs(v.last_modified));
+        match evaluate(req, &v) {
+            Outcome::PreconditionFailed => {
+                res.set_status(StatusCode::PRECONDITION_FAILED);
+            }
+            Outcome::NotModified => {
+                // RFC 9110 §15.4.5: the validators a 200 would have carried, no content.
+                res.set_status(StatusCode::NOT_MODIFIED)
+                    .header("ETag", &v.etag)
+                    .header("Last-Modified", last_modified.as_str());
+            }
+            Outcome::Unsatisfiable => {
+                res.set_status(StatusCode::RANGE_NOT_SATISFIABLE)
+                    .header("Accept-Ranges", "bytes")
+                    .header("Content-Range", &format!("bytes */{}", v.size));
+            }
+            Outcome::Full => {
+                write_representation_fields(res, &path, &v, last_modified);
+                res.file(file, 0, v.size);
+            }
+            Outcome::Partial { start, len } => {
+                res.set_status(StatusCode::PARTIAL_CONTENT);
+                write_representation_fields(res, &path, &v, last_modified);
+                let last = start + len - 1;
+                res.header("Content-Range", &format!("bytes {start}-{last}/{}", v.size));
+                res.file(file, start, len);
+            }
+        }
+    }
+
+    /// Resolves `rel` (relative, no `..`) under the root and opens it. `slash`: the
+    /// request path ends with `/`; `now`: the current time, for `Last-Modified`.
+    fn open(&self, rel: &Path, slash: bool, now: SystemTime) -> Result<Opened, StatusCode> {
+        let target = self.resolve(&self.root.join(rel))?;
+        let meta = std::fs::metadata(&target).map_err(|e| status_for(&e))?;
+        let path = if meta.is_dir() {
+            if !slash {
+                return Ok(Opened::Directory);
+            }
+            let index = self.resolve(&target.join("index.html"))?;
+            let meta = std::fs::metadata(&index).map_err(|e| status_for(&e))?;
+            if !meta.is_file() {
+                return Err(StatusCode::NOT_FOUND);
+            }
+            index
+        } else if !meta.is_file() || slash {
+            // FIFOs, sockets and devices are never opened; a file is not a directory.
+            return Err(StatusCode::NOT_FOUND);
+        } else {
+            target
+        };
+        // O_NONBLOCK: should a FIFO replace the file after the check above, opening it
+        // does not wait for a writer. O_NOFOLLOW: nor does a symlink put there since
+        // get followed. The fstat below is the check that counts.
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|e| status_for(&e))?;
+        let meta = file.metadata().map_err(|e| status_for(&e))?;
+        if !meta.is_file() {
+            return Err(StatusCode::NOT_FOUND);
+        }
+        Ok(Opened::File(file, Validators::new(&meta, now), path))
+    }
+
+    /// Canonicalizes `path` and checks that it is still under the root.
+    fn resolve(&self, path: &Path) -> Result<PathBuf, StatusCode> {
+        let canonical = std::fs::canonicalize(path).map_err(|e| status_for(&e))?;
+        if canonical.starts_with(&self.root) {
+            Ok(canonical)
+        } else {
+            Err(StatusCode::NOT_FOUND)
+        }
+    }
+}
+
+impl Handler for StaticFiles {
+    /// Serves the request's path, minus the [prefix](StaticFiles::with_prefix), with
+    /// [`StaticFiles::serve`].
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response) {
+        let path = req.path();
+        let rel = match path.strip_prefix(&*self.prefix) {
+            Some(rest) if rest.is_empty() || rest.starts_with(b"/") => rest,
+            _ => {
+                res.set_status(StatusCode::NOT_FOUND);
+                return;
+            }
+        };
+        self.serve(rel, req, res);
+    }
+}
+
+/// What [`StaticFiles::open`] found.
+enum Opened {
+    /// A regular file, open, with its validators (from its `fstat`) and the canonical
+    /// path it was opened by.
+    File(File, Validators, PathBuf),
+    /// A directory asked for without a trailing slash: redirect.
+    Directory,
+}
+
+/// The status for an I/O error while resolving or opening a file.
+fn status_for(e: &io::Error) -> StatusCode {
+    match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => StatusCode::NOT_FOUND,
+        io::ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
+        _ => match e.raw_os_error() {
+            // A symlink loop, a name too long: nothing to serve there.
+            Some(libc::ELOOP | libc::ENAMETOOLONG) => StatusCode::NOT_FOUND,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        },
+    }
+}
+
+/// `Content-Type`, `Accept-Ranges`, `Last-Modified` and `ETag` of a 200 or 206.
+fn write_representation_fields(res: &mut Response, path: &Path, v: &Validators, lm: HttpDate) {
+    res.header("Content-Type", &content_type(path))
+        .header("Accept-Ranges", "bytes")
+        .header("Last-Modified", lm.as_str())
+        .header("ETag", &v.etag);
+}
+
+/// The `Content-Type` for a file name: from its extension, `application/octet-stream`
+/// when unknown; `text/*` and JavaScript with `; charset=utf-8`.
+fn content_type(path: &Path) -> String {
+    let mime = mime_guess::from_path(path)
+        .first_raw()
+        .unwrap_or("application/octet-stream");
+    if mime.starts_with("text/") || mime == "application/javascript" {
+        format!("{mime}; charset=utf-8")
+    } else {
+        mime.to_owned()
+    }
+}
+
+/// `Location` for a directory asked for without its trailing slash: `path` with `/`
+/// appended and the query kept. Leading slashes collapse to one, so `//host/dir` cannot
+/// become a network-path reference to another host (RFC 3986 §4.2). `path` is
+/// request-target bytes (visible ASCII); anything else is percent-encoded.
+fn directory_location(path: &[u8], query: Option<&[u8]>) -> String {
+    let start = path.iter().position(|&b| b != b'/').unwrap_or(path.len());
+    let mut out = String::with_capacity(path.len() + 2);
+    out.push('/');
+    let mut push = |bytes: &[u8]| {
+        for &b in bytes {
+            if b.is_ascii_graphic() {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    };
+    push(&path[start..]);
+    if start < path.len() {
+        push(b"/");
+    }
+    if let Some(q) = query {
+        push(b"?");
+        push(q);
+    }
+    out
+}
+
+/// Why a request path was refused (answered with `400`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BadPath {
+    /// A `%` not followed by two hex digits.
+    BadEscape,
+    /// A NUL byte after decoding.
+    Nul,
+    /// `%2F` inside a segment.
+    EncodedSlash,
+    /// A backslash, raw or encoded.
+    Backslash,
+    /// A `..` segment.
+    DotDot,
+}
+
+/// Percent-decodes a request path (RFC 3986 §2.1) into a relative path with no empty,
+/// `.` or `..` segment, or says why it is refused (see the module docs).
+fn decode_path(raw: &[u8]) -> Result<PathBuf, BadPath> {
+    let mut out = PathBuf::new();
+    let mut segment = Vec::new();
+    for raw_segment in raw.split(|&b| b == b'/') {
+        segment.clear();
+        let mut i = 0;
+        while i < raw_segment.len() {
+            let mut b = raw_segment[i];
+            if b == b'%' {
+                let hi = raw_segment.get(i + 1).and_then(|&h| hex_value(h));
+                let lo = raw_segment.get(i + 2).and_then(|&l| hex_value(l));
+                let (Some(hi), Some(lo)) = (hi, lo) else {
+                    return Err(BadPath::BadEscape);
+                };
+                b = hi << 4 | lo;
+                i += 3;
+                if b == b'/' {
+                    return Err(BadPath::EncodedSlash);
+                }
+            } else {
+                i += 1;
+            }
+            match b {
+                0 => return Err(BadPath::Nul),
+                b'\\' => return Err(BadPath::Backslash),
+                _ => segment.push(b),
+            }
+        }
+        match &segment[..] {
+            b"" | b"." => {}
+            b".." => return Err(BadPath::DotDot),
+            name => out.push(OsStr::from_bytes(name)),
+        }
+    }
+    Ok(out)
+}
+
+/// The value of a hex digit (RFC 3986 §2.1 HEXDIG, either case).
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// The validators of one file (RFC 9110 §8.8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Validators {
+    /// The strong entity-tag with its quotes: `"<mtime ns hex>-<size hex>"`.
+    etag: String,
+    /// `Last-Modified` in whole seconds since the epoch, never after `now`.
+    last_modified: u64,
+    /// The file's size in bytes.
+    size: u64,
+}
+
+impl Validators {
+    fn new(meta: &Metadata, now: SystemTime) -> Validators {
+        let since_epoch = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let mtime = meta.modified().map(since_epoch).unwrap_or_default();
+        Validators::from_parts(mtime.as_nanos(), since_epoch(now).as_secs(), meta.len())
+    }
+
+    fn from_parts(mtime_ns: u128, now_secs: u64, size: u64) -> Validators {
+        let mtime_secs = u64::try_from(mtime_ns / 1_000_000_000).unwrap_or(u64::MAX);
+        Validators {
+            etag: format!("\"{mtime_ns:x}-{size:x}\""),
+            last_modified: mtime_secs.min(now_secs),
+            size,
+        }
+    }
+}
+
+/// What the preconditions and `Range` of a request decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// `412`.
+    PreconditionFailed,
+    /// `304`.
+    NotModified,
+    /// `200` with the whole file.
+    Full,
+    /// `206` with `len` (at least 1) bytes from `start`.
+    Partial { start: u64, len: u64 },
+    /// `416`.
+    Unsatisfiable,
+}
+
+/// A field that may appear at most once (RFC 9110 §5.3).
+enum Singleton<'a> {
+    Absent,
+    One(&'a [u8]),
+    /// On more than one field line: invalid.
+    Many,
+}
+
+fn singleton<'a>(req: &keel_http::Request<'a>, name: &str) -> Singleton<'a> {
+    let mut values = field_values(req, name);
+    match (values.next(), values.next()) {
+        (None, _) => Singleton::Absent,
+        (Some(v), None) => Singleton::One(v),
+        (Some(_), Some(_)) => Singleton::Many,
+    }
+}
+
+/// The values of every field line named `name`.
+fn field_values<'a, 'n>(
+    req: &keel_http::Request<'a>,
+    name: &'n str,
+) -> impl Iterator<Item = &'a [u8]> + 'n
+where
+    'a: 'n,
+{
+    req.fields()
+        .filter(move |f| f.name.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|f| f.value)
+}
+
+/// An HTTP-date (RFC 9110 §5.6.7, all three formats) as seconds since the epoch.
+fn parse_date(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    let t = httpdate::parse_http_date(text).ok()?;
+    t.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs())
+}
+
+/// Evaluates the preconditions of a `GET` or `HEAD` in the order of RFC 9110 §13.2.2,
+/// then `If-Range` and `Range` (§13.1.5, §14.2).
+fn evaluate(req: &keel_http::Request<'_>, v: &Validators) -> Outcome {
+    // Step 1 and 2: If-Match, else If-Unmodified-Since.
+    if field_values(req, "If-Match").next().is_some() {
+        if !etag_list_matches(field_values(req, "If-Match"), &v.etag, Comparison::Strong) {
+            return Outcome::PreconditionFailed;
+        }
+    } else if let Singleton::One(date) = singleton(req, "If-Unmodified-Since") {
+        if parse_date(date).is_some_and(|t| v.last_modified > t) {
+            return Outcome::PreconditionFailed;
+        }
+    }
+    // Step 3 and 4: If-None-Match, else If-Modified-Since; for GET and HEAD a false
+    // condition is 304.
+    if field_values(req, "If-None-Match").next().is_some() {
+        if etag_list_matches(
+            field_values(req, "If-None-Match"),
+            &v.etag,
+            Comparison::Weak,
+        ) {
+            return Outcome::NotModified;
+        }
+    } else if let Singleton::One(date) = singleton(req, "If-Modified-Since") {
+        if parse_date(date).is_some_and(|t| v.last_modified <= t) {
+            return Outcome::NotModified;
+        }
+    }
+    // Step 5: Range, for GET only, if If-Range (when present) matches.
+    if req.method() != b"GET" {
+        return Outcome::Full;
+    }
+    let Singleton::One(range) = singleton(req, "Range") else {
+        return Outcome::Full;
+    };
+    match singleton(req, "If-Range") {
+        Singleton::Absent => {}
+        Singleton::One(value) if if_range_matches(value, v) => {}
+        _ => return Outcome::Full,
+    }
+    parse_range(range, v.size)
+}
+
+/// How two entity-tags are compared (RFC 9110 §8.8.3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Comparison {
+    /// Both strong and the opaque-tags equal.
+    Strong,
+    /// The opaque-tags equal, either or both weak.
+    Weak,
+}
+
+/// Whether an `If-Match` or `If-None-Match` list (one value per field line) holds `*` or
+/// an entity-tag that matches `etag` (a strong tag with quotes). A malformed list
+/// element ends that line's scan without a match.
+fn etag_list_matches<'a>(
+    values: impl Iterator<Item = &'a [u8]>,
+    etag: &str,
+    comparison: Comparison,
+) -> bool {
+    let etag = etag.as_bytes();
+    for value in values {
+        let mut rest = value;
+        loop {
+            rest = trim_list_separators(rest);
+            if rest.is_empty() {
+                break;
+            }
+            if rest[0] == b'*' {
+                return true;
+            }
+            let Some((weak, tag, after)) = parse_entity_tag(rest) else {
+                break;
+            };
+            let matches = tag == etag && (comparison == Comparison::Weak || !weak);
+            if matches {
+                return true;
+            }
+            rest = after;
+        }
+    }
+    false
+}
+
+/// Drops leading OWS and commas (empty list elements are allowed, RFC 9110 §5.6.1.2).
+fn trim_list_separators(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t' | b',', rest @ ..] = s {
+        s = rest;
+    }
+    s
+}
+
+/// Parses one entity-tag at the start of `s` (RFC 9110 §8.8.3):
+/// `[ "W/" ] DQUOTE *etagc DQUOTE`. Returns whether it is weak, the opaque-tag with its
+/// quotes, and the bytes after it.
+fn parse_entity_tag(s: &[u8]) -> Option<(bool, &[u8], &[u8])> {
+    let (weak, s) = match s.strip_prefix(b"W/") {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    if s.first() != Some(&b'"') {
+        return None;
+    }
+    let close = 1 + s[1..].iter().position(|&b| b == b'"')?;
+    let tag = &s[..=close];
+    // etagc = %x21 / %x23-7E / obs-text
+    if !tag[1..close].iter().all(|&b| b == 0x21 || b >= 0x23) || tag.contains(&0x7f) {
+        return None;
+    }
+    Some((weak, tag, &s[close + 1..]))
+}
+
+/// Whether an `If-Range` value matches (RFC 9110 §13.1.5): an entity-tag by the strong
+/// comparison, or an HTTP-date equal to `Last-Modified`.
+fn if_range_matches(value: &[u8], v: &Validators) -> bool {
+    if value.starts_with(b"\"") || value.starts_with(b"W/") {
+        match parse_entity_tag(value) {
+            Some((weak, tag, b"")) => !weak && tag == v.etag.as_bytes(),
+            _ => false,
+        }
+    } else {
+        parse_date(value) == Some(v.last_modified)
+    }
+}
+
+/// Interprets a `Range` value for a representation of `size` bytes (RFC 9110 §14.1.2,
+/// §14.2): one satisfiable byte range is [`Outcome::Partial`], one unsatisfiable is
+/// [`Outcome::Unsatisfiable`]; a malformed value, another unit, or several ranges are
+/// [`Outcome::Full`].
+fn parse_range(value: &[u8], size: u64) -> Outcome {
+    let Some(eq) = value.iter().position(|&b| b == b'=') else {
+        return Outcome::Full;
+    };
+    if !value[..eq].eq_ignore_ascii_case(b"bytes") {
+        return Outcome::Full;
+    }
+    let mut specs = value[eq + 1..]
+        .split(|&b| b == b',')
+        .map(trim_ows)
+        .filter(|s| !s.is_empty());
+    let (Some(spec), None) = (specs.next(), specs.next()) else {
+        // No range, or several: serve the whole representation.
+        return Outcome::Full;
+    };
+    let Some(dash) = spec.iter().position(|&b| b == b'-') else {
+        return Outcome::Full;
+    };
+    let (first, last) = (&spec[..dash], &spec[dash + 1..]);
+    if first.is_empty() {
+        // suffix-range = "-" suffix-length
+        let Some(n) = parse_digits(last) else {
+            return Outcome::Full;
+        };
+        if n == 0 || size == 0 {
+            return Outcome::Unsatisfiable;
+        }
+        let len = n.min(size);
+        return Outcome::Partial {
+            start: size - len,
+            len,
+        };
+    }
+    let Some(start) = parse_digits(first) else {
+        return Outcome::Full;
+    };
+    let end = if last.is_empty() {
+        u64::MAX
+    } else {
+        match parse_digits(last) {
+            Some(end) if end >= start => end,
+            // last-pos < first-pos makes the range-spec invalid (§14.1.1).
+            _ => return Outcome::Full,
+        }
+    };
+    if start >= size {
+        return Outcome::Unsatisfiable;
+    }
+    let end = end.min(size - 1);
+    Outcome::Partial {
+        start,
+        len: end - start + 1,
+    }
+}
+
+/// One or more ASCII digits as a number, saturating at `u64::MAX` (a position past any
+/// file); `None` for anything else.
+fn parse_digits(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(s.iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+    }))
+}
+
+fn trim_ows(s: &[u8]) -> &[u8] {
+    let start = s
+        .iter()
+        .position(|&b| b != b' ' && b != b'\t')
+        .unwrap_or(s.len());
+    let end = s
+        .iter()
+        .rposition(|&b| b != b' ' && b != b'\t')
+        .map_or(start, |p| p + 1);
+    &s[start..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_http::{Limits, RequestParser, Status};
+
+    fn decoded(raw: &str) -> Result<String, BadPath> {
+        decode_path(raw.as_bytes()).map(|p| p.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn decodes_percent_escapes_and_drops_empty_and_dot_segments() {
+        assert_eq!(decoded("/"), Ok(String::new()));
+        assert_eq!(decoded(""), Ok(String::new()));
+        assert_eq!(decoded("/a/b.txt"), Ok("a/b.txt".into()));
+        assert_eq!(decoded("a/b%20c.txt"), Ok("a/b c.txt".into()));
+        assert_eq!(decoded("/%41%62%e2%82%ac"), Ok("Ab€".into()));
+        assert_eq!(decoded("//etc/passwd"), Ok("etc/passwd".into()));
+        assert_eq!(decoded("/./a/./b/"), Ok("a/b".into()));
+        assert_eq!(decoded("/%2e/a"), Ok("a".into()));
+        assert_eq!(decoded("/..."), Ok("...".into()));
+        assert_eq!(decoded("/..a/b.."), Ok("..a/b..".into()));
+        // Never absolute, whatever the input.
+        for raw in ["//etc/passwd", "///", "/%2e/", "/a//b"] {
+            assert!(decode_path(raw.as_bytes()).unwrap().is_relative(), "{raw}");
+        }
+    }
+
+    #[test]
+    fn refuses_hostile_paths() {
+        for (raw, why) in [
+            ("/../secret", BadPath::DotDot),
+            ("/a/../b", BadPath::DotDot),
+            ("/..", BadPath::DotDot),
+            ("..", BadPath::DotDot),
+            ("/%2e%2e/secret", BadPath::DotDot),
+            ("/%2E%2E/secret", BadPath::DotDot),
+            ("/.%2e/secret", BadPath::DotDot),
+            ("/%2E%2E%2Fsecret", BadPath::EncodedSlash),
+            ("/sub/..%2f..%2fsecret", BadPath::EncodedSlash),
+            ("/a%2fb", BadPath::EncodedSlash),
+            ("/a%00b", BadPath::Nul),
+            ("/a\\b", BadPath::Backslash),
+            ("/..\\secret", BadPath::Backslash),
+            ("/%5c..%5csecret", BadPath::Backslash),
+            ("/a%", BadPath::BadEscape),
+            ("/a%2", BadPath::BadEscape),
+            ("/a%zz", BadPath::BadEscape),
+            ("/a%%41", BadPath::BadEscape),
+        ] {
+            assert_eq!(decoded(raw), Err(why), "{raw}");
+        }
+    }
+
+    #[test]
+    fn directory_location_appends_a_slash_and_keeps_the_query() {
+        assert_eq!(directory_location(b"/sub", None), "/sub/");
+        assert_eq!(directory_location(b"/a/sub", Some(b"x=1")), "/a/sub/?x=1");
+        assert_eq!(directory_location(b"/a/sub", Some(b"")), "/a/sub/?");
+        // No network-path reference: `//evil.example/x` must not leave the host.
+        assert_eq!(
+            directory_location(b"//evil.example/x", None),
+            "/evil.example/x/"
+        );
+        assert_eq!(directory_location(b"", None), "/");
+        assert_eq!(directory_location(b"/a b", None), "/a%20b/");
+    }
+
+    #[test]
+    fn range_forms() {
+        let p = |start, len| Outcome::Partial { start, len };
+        assert_eq!(parse_range(b"bytes=0-0", 10), p(0, 1));
+        assert_eq!(parse_range(b"bytes=2-5", 10), p(2, 4));
+        assert_eq!(parse_range(b"bytes=2-", 10), p(2, 8));
+        assert_eq!(parse_range(b"bytes=-3", 10), p(7, 3));
+        assert_eq!(parse_range(b"bytes=9-9", 10), p(9, 1));
+        // last-pos past the end is clipped; a suffix longer than the file takes it all.
+        assert_eq!(parse_range(b"bytes=5-100", 10), p(5, 5));
+        assert_eq!(parse_range(b"bytes=-100", 10), p(0, 10));
+        assert_eq!(
+            parse_range(b"bytes=0-99999999999999999999999", 10),
+            p(0, 10)
+        );
+        assert_eq!(parse_range(b"bytes=-99999999999999999999999", 10), p(0, 10));
+        // Case-insensitive unit, OWS and empty list elements.
+        assert_eq!(parse_range(b"Bytes= 1-2 ", 10), p(1, 2));
+        assert_eq!(parse_range(b"bytes=,1-2,", 10), p(1, 2));
+    }
+
+    #[test]
+    fn unsatisfiable_ranges() {
+        assert_eq!(parse_range(b"bytes=10-", 10), Outcome::Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=10-20", 10), Outcome::Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=-0", 10), Outcome::Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=0-", 0), Outcome::Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=-5", 0), Outcome::Unsatisfiable);
+        assert_eq!(
+            parse_range(b"bytes=99999999999999999999999-", 10),
+            Outcome::Unsatisfiable
+        );
+    }
+
+    #[test]
+    fn malformed_other_unit_and_multiple_ranges_give_the_whole_file() {
+        for value in [
+            "bytes=0-1,3-4",
+            "bytes=0-1, -2",
+            "bytes=",
+            "bytes=-",
+            "bytes=5-2",
+            "bytes=a-b",
+            "bytes=1-2-3",
+            "bytes=+1-2",
+            "bytes 0-1",
+            "items=0-1",
+            "bytes=0x1-2",
+            "",
+        ] {
+            assert_eq!(parse_range(value.as_bytes(), 10), Outcome::Full, "{value}");
+        }
+    }
+
+    #[test]
+    fn entity_tags_parse() {
+        assert_eq!(
+            parse_entity_tag(b"\"abc\", x"),
+            Some((false, &b"\"abc\""[..], &b", x"[..]))
+        );
+        assert_eq!(
+            parse_entity_tag(b"W/\"\""),
+            Some((true, &b"\"\""[..], &b""[..]))
+        );
+        assert_eq!(parse_entity_tag(b"abc"), None);
+        assert_eq!(parse_entity_tag(b"\"abc"), None);
+        assert_eq!(parse_entity_tag(b"w/\"abc\""), None);
+        assert_eq!(parse_entity_tag(b"\"a b\""), None);
+    }
+
+    #[test]
+    fn etag_lists_match_weakly_or_strongly() {
+        let etag = "\"5f-a\"";
+        let m =
+            |values: &[&str], c| etag_list_matches(values.iter().map(|v| v.as_bytes()), etag, c);
+        use Comparison::{Strong, Weak};
+        assert!(m(&["\"5f-a\""], Weak));
+        assert!(m(&["\"5f-a\""], Strong));
+        assert!(m(&["W/\"5f-a\""], Weak));
+        assert!(!m(&["W/\"5f-a\""], Strong));
+        assert!(m(&["\"x\", W/\"5f-a\""], Weak));
+        assert!(m(&["\"x\",\"y\" ,, \"5f-a\""], Strong));
+        assert!(m(&["\"x\"", "\"5f-a\""], Strong), "a list over two lines");
+        assert!(m(&["*"], Strong));
+        assert!(m(&["*"], Weak));
+        assert!(!m(&["\"5f-b\""], Weak));
+        assert!(!m(&["5f-a"], Weak), "unquoted is malformed");
+        assert!(
+            !m(&["\"x\" garbage \"5f-a\""], Weak),
+            "stops at a malformed element"
+        );
+        assert!(!m(&[], Weak));
+    }
+
+    #[test]
+    fn validators_follow_nginx_shape_with_nanoseconds() {
+        let v = Validators::from_parts(1_700_000_000_123_456_789, 1_800_000_000, 4096);
+        assert_eq!(v.etag, "\"17979cfe3d85cd15-1000\"");
+        assert_eq!(v.last_modified, 1_700_000_000);
+        assert_eq!(v.size, 4096);
+        // A modification time in the future is reported as now.
+        let v = Validators::from_parts(2_000_000_000_000_000_000, 1_800_000_000, 1);
+        assert_eq!(v.last_modified, 1_800_000_000);
+    }
+
+    #[test]
+    fn content_types() {
+        let ct = |name: &str| content_type(Path::new(name));
+        assert_eq!(ct("index.html"), "text/html; charset=utf-8");
+        assert_eq!(ct("a.TXT"), "text/plain; charset=utf-8");
+        assert_eq!(ct("app.js"), "text/javascript; charset=utf-8");
+        assert_eq!(ct("app.mjs"), "application/javascript; charset=utf-8");
+        assert_eq!(ct("logo.png"), "image/png");
+        assert_eq!(ct("data.json"), "application/json");
+        assert_eq!(ct("blob.unknownext"), "application/octet-stream");
+        assert_eq!(ct("noext"), "application/octet-stream");
+    }
+
+    /// Runs `evaluate` for a request with `fields` (`Name: value` lines).
+    fn eval(method: &str, fields: &[&str], v: &Validators) -> Outcome {
+        let mut wire = format!("{method} /f HTTP/1.1\r\nHost: x\r\n");
+        for f in fields {
+            wire.push_str(f);
+            wire.push_str("\r\n");
+        }
+        wire.push_str("\r\n");
+        let mut parser = RequestParser::new(Limits::default());
+        assert!(matches!(
+            parser.parse(wire.as_bytes()),
+            Ok(Status::Complete(_))
+        ));
+        let req = parser.request(wire.as_bytes());
+        evaluate(&req, v)
+    }
+
+    /// Last-Modified `Sun, 06 Nov 1994 08:49:37 GMT`, size 10.
+    fn validators() -> Validators {
+        Validators::from_parts(784_111_777_000_000_000, 2_000_000_000, 10)
+    }
+
+    const LM: &str = "Sun, 06 Nov 1994 08:49:37 GMT";
+    const EARLIER: &str = "Sun, 06 Nov 1994 08:49:36 GMT";
+
+    #[test]
+    fn if_none_match_and_if_modified_since() {
+        let v = validators();
+        let etag = v.etag.clone();
+        let inm = format!("If-None-Match: {etag}");
+        assert_eq!(eval("GET", &[&inm], &v), Outcome::NotModified);
+        assert_eq!(eval("HEAD", &[&inm], &v), Outcome::NotModified);
+        assert_eq!(
+            eval("GET", &[&format!("If-None-Match: W/{etag}")], &v),
+            Outcome::NotModified
+        );
+        assert_eq!(eval("GET", &["If-None-Match: *"], &v), Outcome::NotModified);
+        assert_eq!(
+            eval("GET", &["If-None-Match: \"other\""], &v),
+            Outcome::Full
+        );
+        let ims = |d: &str| format!("If-Modified-Since: {d}");
+        assert_eq!(eval("GET", &[&ims(LM)], &v), Outcome::NotModified);
+        assert_eq!(eval("GET", &[&ims(EARLIER)], &v), Outcome::Full);
+        assert_eq!(
+            eval("GET", &[&ims("Sunday, 06-Nov-94 08:49:37 GMT")], &v),
+            Outcome::NotModified
+        );
+        assert_eq!(
+            eval("GET", &[&ims("Sun Nov  6 08:49:37 1994")], &v),
+            Outcome::NotModified
+        );
+        assert_eq!(eval("GET", &[&ims("yesterday")], &v), Outcome::Full);
+        assert_eq!(
+            eval("GET", &[&ims(LM), &ims(LM)], &v),
+            Outcome::Full,
+            "two lines: ignored"
+        );
+        // If-None-Match takes precedence: If-Modified-Since is then ignored (§13.1.3).
+        assert_eq!(
+            eval("GET", &["If-None-Match: \"other\"", &ims(LM)], &v),
+            Outcome::Full
+        );
+    }
+
+    #[test]
+    fn if_match_and_if_unmodified_since() {
+        let v = validators();
+        let etag = v.etag.clone();
+        assert_eq!(
+            eval("GET", &[&format!("If-Match: {etag}")], &v),
+            Outcome::Full
+        );
+        assert_eq!(eval("GET", &["If-Match: *"], &v), Outcome::Full);
+        assert_eq!(
+            eval("GET", &[&format!("If-Match: W/{etag}")], &v),
+            Outcome::PreconditionFailed,
+            "strong comparison"
+        );
+        assert_eq!(
+            eval("GET", &["If-Match: \"x\""], &v),
+            Outcome::PreconditionFailed
+        );
+        let ius = |d: &str| format!("If-Unmodified-Since: {d}");
+        assert_eq!(eval("GET", &[&ius(LM)], &v), Outcome::Full);
+        assert_eq!(
+            eval("GET", &[&ius(EARLIER)], &v),
+            Outcome::PreconditionFailed
+        );
+        assert_eq!(eval("GET", &[&ius("garbage")], &v), Outcome::Full);
+        // If-Match present: If-Unmodified-Since ignored.
+        assert_eq!(
+            eval("GET", &["If-Match: *", &ius(EARLIER)], &v),
+            Outcome::Full
+        );
+        // 412 beats 304.
+        assert_eq!(
+            eval("GET", &["If-Match: \"x\"", "If-None-Match: *"], &v),
+            Outcome::PreconditionFailed
+        );
+    }
+
+    #[test]
+    fn range_and_if_range() {
+        let v = validators();
+        let etag = v.etag.clone();
+        let partial = Outcome::Partial { start: 0, len: 2 };
+        assert_eq!(eval("GET", &["Range: bytes=0-1"], &v), partial);
+        assert_eq!(
+            eval("HEAD", &["Range: bytes=0-1"], &v),
+            Outcome::Full,
+            "GET only"
+        );
+        assert_eq!(
+            eval("GET", &["Range: bytes=0-1", "Range: bytes=2-3"], &v),
+            Outcome::Full
+        );
+        let with_if_range = |value: &str| {
+            eval(
+                "GET",
+                &["Range: bytes=0-1", &format!("If-Range: {value}")],
+                &v,
+            )
+        };
+        assert_eq!(with_if_range(&etag), partial);
+        assert_eq!(with_if_range(&format!("W/{etag}")), Outcome::Full);
+        assert_eq!(with_if_range("\"other\""), Outcome::Full);
+        assert_eq!(with_if_range(LM), partial);
+        assert_eq!(with_if_range(EARLIER), Outcome::Full);
+        assert_eq!(with_if_range("garbage"), Outcome::Full);
+        // If-Range without Range is ignored.
+        assert_eq!(
+            eval("GET", &[&format!("If-Range: {etag}")], &v),
+            Outcome::Full
+        );
+        // A 304 wins over a range.
+        assert_eq!(
+            eval(
+                "GET",
+                &["Range: bytes=0-1", &format!("If-None-Match: {etag}")],
+                &v
+            ),
+            Outcome::NotModified
+        );
+        assert_eq!(
+            eval("GET", &["Range: bytes=10-"], &v),
+            Outcome::Unsatisfiable
+        );
+    }
+
+    #[test]
+    fn prefixes_normalize() {
+        let dir = std::env::temp_dir();
+        let files = StaticFiles::new(&dir).unwrap();
+        assert_eq!(&*files.clone().with_prefix("/static/").prefix, b"/static");
+        assert_eq!(&*files.clone().with_prefix("static").prefix, b"/static");
+        assert_eq!(&*files.clone().with_prefix("/").prefix, b"");
+        assert_eq!(&*files.clone().with_prefix("").prefix, b"");
+        assert!(files.root().is_absolute());
+    }
+
+    #[test]
+    fn a_root_that_is_not_a_directory_is_refused() {
+        let missing = StaticFiles::new("/nonexistent/keel-static-root").unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        let exe = std::env::current_exe().unwrap();
+        let file = StaticFiles::new(exe).unwrap_err();
+        assert_eq!(file.kind(), io::ErrorKind::NotADirectory);
+    }
+}

@@ -1,0 +1,530 @@
+//! Static files end to end: the `static_files` example serving a temporary directory,
+//! driven over real sockets on loopback. Traversal attempts, byte-exact bodies for 200,
+//! 206, 416 and 304, HEAD, index.html, redirects and methods.
+
+mod util;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use util::*;
+
+/// A temporary tree, removed when dropped:
+///
+/// ```text
+/// base/
+///   secret                  "TOP SECRET" (outside the root)
+///   outside/secret          "TOP SECRET" (outside the root)
+///   root/                   the served root
+///     index.html, hello.txt, "a b.txt", empty.txt, bin.dat (1000 bytes), big.bin (1 MiB + 7)
+///     sub/index.html, sub/page.html
+///     noindex/              a directory without index.html
+///     escape -> ../secret, escape_dir -> ../outside, inside_link -> hello.txt
+///     fifo                  a named pipe
+/// ```
+struct Tree {
+    base: PathBuf,
+}
+
+const SECRET: &[u8] = b"TOP SECRET";
+const HELLO: &[u8] = b"Hello, static world!\n";
+const INDEX: &[u8] = b"<h1>root</h1>\n";
+const SUB_INDEX: &[u8] = b"<h1>sub</h1>\n";
+
+fn bin_data() -> Vec<u8> {
+    (0..1000u32).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+fn big_data() -> Vec<u8> {
+    (0..(1u32 << 20) + 7).map(|i| (i % 253) as u8).collect()
+}
+
+impl Tree {
+    fn new(tag: &str) -> Tree {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let base =
+            std::env::temp_dir().join(format!("keel-static-{tag}-{}-{nanos}", std::process::id()));
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(root.join("noindex")).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        let write = |p: &Path, data: &[u8]| std::fs::write(p, data).unwrap();
+        write(&base.join("secret"), SECRET);
+        write(&base.join("outside/secret"), SECRET);
+        write(&root.join("index.html"), INDEX);
+        write(&root.join("hello.txt"), HELLO);
+        write(&root.join("a b.txt"), b"spaced");
+        write(&root.join("empty.txt"), b"");
+        write(&root.join("bin.dat"), &bin_data());
+        write(&root.join("big.bin"), &big_data());
+        write(&root.join("sub/index.html"), SUB_INDEX);
+        write(&root.join("sub/page.html"), b"<p>page</p>");
+        std::os::unix::fs::symlink("../secret", root.join("escape")).unwrap();
+        std::os::unix::fs::symlink("../outside", root.join("escape_dir")).unwrap();
+        std::os::unix::fs::symlink("hello.txt", root.join("inside_link")).unwrap();
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(root.join("fifo"))
+            .status();
+        assert!(fifo.is_ok_and(|s| s.success()), "mkfifo failed");
+        Tree { base }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.base.join("root")
+    }
+
+    fn start(&self, extra: &[&str]) -> ServerProcess {
+        let root = self.root();
+        let mut args = vec!["--root", root.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        start_example("static_files", 1, &args)
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+/// One connection to the server, with its read buffer.
+struct Client {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    fn new(server: &ServerProcess) -> Client {
+        Client {
+            s: server.connect(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Sends `method target` with `fields` and reads a response with its body.
+    fn request(&mut self, method: &str, target: &str, fields: &[&str]) -> Resp {
+        send(&mut self.s, &request(method, target, fields));
+        read_response(&mut self.s, &mut self.buf).expect("a response")
+    }
+
+    fn get(&mut self, target: &str, fields: &[&str]) -> Resp {
+        self.request("GET", target, fields)
+    }
+
+    /// Sends a `HEAD` and reads the response head only (its Content-Length has no body).
+    fn head(&mut self, target: &str, fields: &[&str]) -> Resp {
+        send(&mut self.s, &request("HEAD", target, fields));
+        while find(&self.buf, b"\r\n\r\n").is_none() {
+            let mut chunk = [0u8; 4096];
+            let n = self.s.read(&mut chunk).expect("read head");
+            assert!(n > 0, "closed inside a head");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        let end = find(&self.buf, b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8(self.buf.drain(..end).collect()).expect("UTF-8 head");
+        let mut lines = head.trim_end().split("\r\n");
+        let mut status_line = lines.next().unwrap().splitn(3, ' ');
+        let version = status_line.next().unwrap().to_owned();
+        let status = status_line.next().unwrap().parse().expect("status code");
+        let headers = lines
+            .map(|l| {
+                let (n, v) = l.split_once(':').expect("field line has a colon");
+                (n.to_owned(), v.trim().to_owned())
+            })
+            .collect();
+        Resp {
+            version,
+            status,
+            headers,
+            body: Vec::new(),
+        }
+    }
+}
+
+fn request(method: &str, target: &str, fields: &[&str]) -> Vec<u8> {
+    let mut out = format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\n");
+    for f in fields {
+        out.push_str(f);
+        out.push_str("\r\n");
+    }
+    if method == "POST" {
+        out.push_str("Content-Length: 0\r\n");
+    }
+    out.push_str("\r\n");
+    out.into_bytes()
+}
+
+fn assert_status(r: &Resp, status: u16, what: &str) {
+    assert_eq!(r.status, status, "{what}: {r:?}");
+}
+
+#[test]
+fn traversal_attempts_are_refused() {
+    let tree = Tree::new("traversal");
+    let server = tree.start(&[]);
+    let mut c = Client::new(&server);
+    for (target, status) in [
+        ("/../secret", 400),
+        ("/../../secret", 400),
+        ("/sub/../../secret", 400),
+        ("/%2e%2e/secret", 400),
+        ("/%2E%2E/secret", 400),
+        ("/.%2e/secret", 400),
+        ("/%2E%2E%2Fsecret", 400),
+        ("/sub/..%2f..%2fsecret", 400),
+        ("/sub%2F..%2F..%2Fsecret", 400),
+        ("/a%00b", 400),
+        ("/hello.txt%00.html", 400),
+        ("/..\\secret", 400),
+        ("/\\..\\secret", 400),
+        ("/%5c..%5csecret", 400),
+        ("/%5C..%5Csecret", 400),
+        ("/%", 400),
+        ("/%2", 400),
+        ("/%zz", 400),
+        ("http://localhost/../secret", 400),
+        ("//etc/passwd", 404),
+        ("///etc/passwd", 404),
+        ("/escape", 404),
+        ("/escape_dir/secret", 404),
+        ("/escape_dir/", 404),
+        ("/escape_dir", 404),
+        ("/fifo", 404),
+        ("/missing.txt", 404),
+        ("/hello.txt/", 404),
+        ("/hello.txt/x", 404),
+        ("/noindex/", 404),
+    ] {
+        let r = c.get(target, &[]);
+        assert_status(&r, status, target);
+        assert!(r.body.is_empty(), "{target}: {r:?}");
+        assert!(
+            find(&r.body, SECRET).is_none(),
+            "{target} leaked the secret"
+        );
+    }
+    // The same connection still serves files: nothing above broke it or a worker.
+    let r = c.get("/hello.txt", &[]);
+    assert_status(&r, 200, "after the attempts");
+    assert_eq!(r.body, HELLO);
+    // A symlink that stays inside the root is followed.
+    let r = c.get("/inside_link", &[]);
+    assert_status(&r, 200, "inside link");
+    assert_eq!(r.body, HELLO);
+}
+
+#[test]
+fn whole_files_and_head() {
+    let tree = Tree::new("whole");
+    let server = tree.start(&[]);
+    let mut c = Client::new(&server);
+
+    let r = c.get("/hello.txt", &[]);
+    assert_status(&r, 200, "hello");
+    assert_eq!(r.body, HELLO);
+    assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.header("Content-Length"), Some("21"));
+    assert_eq!(r.header("Accept-Ranges"), Some("bytes"));
+    let etag = r.header("ETag").expect("ETag").to_owned();
+    assert!(etag.starts_with('"') && etag.ends_with("-15\""), "{etag}");
+    let lm = r.header("Last-Modified").expect("Last-Modified");
+    assert!(httpdate::parse_http_date(lm).is_ok(), "{lm}");
+
+    let r = c.get("/bin.dat?v=1", &[]);
+    assert_status(&r, 200, "bin");
+    assert_eq!(r.body, bin_data());
+    assert_eq!(r.header("Content-Type"), Some("application/octet-stream"));
+
+    let r = c.get("/big.bin", &[]);
+    assert_status(&r, 200, "big");
+    assert!(r.body == big_data(), "big.bin differs");
+
+    let r = c.get("/empty.txt", &[]);
+    assert_status(&r, 200, "empty");
+    assert_eq!(r.header("Content-Length"), Some("0"));
+    assert!(r.body.is_empty());
+
+    let r = c.get("/a%20b.txt", &[]);
+    assert_status(&r, 200, "percent-encoded space");
+    assert_eq!(r.body, b"spaced");
+
+    let r = c.get("/./hello.txt", &[]);
+    assert_status(&r, 200, "dot segment");
+    assert_eq!(r.body, HELLO);
+
+    // HEAD: the GET fields and Content-Length, no body; the next response on the
+    // connection must parse, which it would not after stray body bytes.
+    let h = c.head("/hello.txt", &[]);
+    assert_status(&h, 200, "HEAD");
+    assert_eq!(h.header("Content-Length"), Some("21"));
+    assert_eq!(h.header("ETag"), Some(etag.as_str()));
+    assert_eq!(h.header("Content-Type"), Some("text/plain; charset=utf-8"));
+    let h = c.head("/big.bin", &[]);
+    assert_eq!(h.header("Content-Length"), Some("1048583"));
+    let r = c.get("/hello.txt", &[]);
+    assert_eq!(r.body, HELLO);
+
+    let r = c.request("POST", "/hello.txt", &[]);
+    assert_status(&r, 405, "POST");
+    assert_eq!(r.header("Allow"), Some("GET, HEAD"));
+    assert!(r.body.is_empty());
+    let r = c.request("DELETE", "/hello.txt", &[]);
+    assert_status(&r, 405, "DELETE");
+}
+
+#[test]
+fn directories_index_and_redirects() {
+    let tree = Tree::new("dirs");
+    let server = tree.start(&[]);
+    let mut c = Client::new(&server);
+
+    let r = c.get("/", &[]);
+    assert_status(&r, 200, "/");
+    assert_eq!(r.body, INDEX);
+    assert_eq!(r.header("Content-Type"), Some("text/html; charset=utf-8"));
+
+    let r = c.get("/sub/", &[]);
+    assert_status(&r, 200, "/sub/");
+    assert_eq!(r.body, SUB_INDEX);
+
+    let r = c.get("/sub", &[]);
+    assert_status(&r, 301, "/sub");
+    assert_eq!(r.header("Location"), Some("/sub/"));
+    assert!(r.body.is_empty());
+
+    let r = c.get("/sub?x=1", &[]);
+    assert_status(&r, 301, "/sub?x=1");
+    assert_eq!(r.header("Location"), Some("/sub/?x=1"));
+
+    // A doubled leading slash must not make a network-path reference (`//host/`).
+    let r = c.get("//sub", &[]);
+    assert_status(&r, 301, "//sub");
+    assert_eq!(r.header("Location"), Some("/sub/"));
+
+    let r = c.get("/noindex", &[]);
+    assert_status(&r, 301, "/noindex");
+    let r = c.get("/noindex/", &[]);
+    assert_status(&r, 404, "/noindex/");
+
+    let r = c.get("/sub/page.html", &[]);
+    assert_eq!(r.body, b"<p>page</p>");
+}
+
+#[test]
+fn conditional_requests() {
+    let tree = Tree::new("cond");
+    let server = tree.start(&[]);
+    let mut c = Client::new(&server);
+
+    let r = c.get("/hello.txt", &[]);
+    let etag = r.header("ETag").unwrap().to_owned();
+    let lm = r.header("Last-Modified").unwrap().to_owned();
+
+    let check_304 = |r: &Resp, what: &str| {
+        assert_status(r, 304, what);
+        assert!(r.body.is_empty(), "{what}: {r:?}");
+        assert_eq!(r.header("ETag"), Some(etag.as_str()), "{what}");
+        assert_eq!(r.header("Last-Modified"), Some(lm.as_str()), "{what}");
+        assert_eq!(r.header("Content-Length"), None, "{what}");
+    };
+    let inm = format!("If-None-Match: {etag}");
+    check_304(&c.get("/hello.txt", &[&inm]), "If-None-Match");
+    check_304(
+        &c.get("/hello.txt", &[&format!("If-None-Match: \"x\", W/{etag}")]),
+        "If-None-Match weak, list",
+    );
+    check_304(
+        &c.get("/hello.txt", &["If-None-Match: *"]),
+        "If-None-Match *",
+    );
+    let ims = format!("If-Modified-Since: {lm}");
+    check_304(&c.get("/hello.txt", &[&ims]), "If-Modified-Since");
+    let h = c.head("/hello.txt", &[&inm]);
+    assert_status(&h, 304, "HEAD If-None-Match");
+
+    let r = c.get("/hello.txt", &["If-None-Match: \"other\""]);
+    assert_status(&r, 200, "If-None-Match other");
+    assert_eq!(r.body, HELLO);
+    let r = c.get(
+        "/hello.txt",
+        &["If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT"],
+    );
+    assert_status(&r, 200, "If-Modified-Since old");
+    assert_eq!(r.body, HELLO);
+    // If-None-Match wins: If-Modified-Since is ignored when it is present.
+    let r = c.get("/hello.txt", &["If-None-Match: \"other\"", &ims]);
+    assert_status(&r, 200, "If-None-Match over If-Modified-Since");
+    assert_eq!(r.body, HELLO);
+
+    let r = c.get("/hello.txt", &["If-Match: \"other\""]);
+    assert_status(&r, 412, "If-Match");
+    assert!(r.body.is_empty());
+    let r = c.get("/hello.txt", &[&format!("If-Match: {etag}")]);
+    assert_status(&r, 200, "If-Match same");
+    assert_eq!(r.body, HELLO);
+    let r = c.get(
+        "/hello.txt",
+        &["If-Unmodified-Since: Sun, 06 Nov 1994 08:49:37 GMT"],
+    );
+    assert_status(&r, 412, "If-Unmodified-Since");
+}
+
+#[test]
+fn byte_ranges() {
+    let tree = Tree::new("ranges");
+    let server = tree.start(&[]);
+    let mut c = Client::new(&server);
+    let data = bin_data();
+
+    let r = c.get("/bin.dat", &[]);
+    let etag = r.header("ETag").unwrap().to_owned();
+    let lm = r.header("Last-Modified").unwrap().to_owned();
+
+    for (range, start, end) in [
+        ("bytes=0-99", 0, 99),
+        ("bytes=0-0", 0, 0),
+        ("bytes=990-", 990, 999),
+        ("bytes=-10", 990, 999),
+        ("bytes=500-5000", 500, 999),
+        ("bytes=-5000", 0, 999),
+        ("bytes=999-999", 999, 999),
+    ] {
+        let r = c.get("/bin.dat", &[&format!("Range: {range}")]);
+        assert_status(&r, 206, range);
+        assert_eq!(
+            r.header("Content-Range"),
+            Some(format!("bytes {start}-{end}/1000").as_str()),
+            "{range}"
+        );
+        assert_eq!(r.body, &data[start..=end], "{range}");
+        assert_eq!(r.header("ETag"), Some(etag.as_str()), "{range}");
+        assert_eq!(
+            r.header("Content-Type"),
+            Some("application/octet-stream"),
+            "{range}"
+        );
+    }
+
+    for range in ["bytes=1000-", "bytes=5000-6000", "bytes=-0"] {
+        let r = c.get("/bin.dat", &[&format!("Range: {range}")]);
+        assert_status(&r, 416, range);
+        assert_eq!(r.header("Content-Range"), Some("bytes */1000"), "{range}");
+        assert!(r.body.is_empty(), "{range}");
+    }
+    let r = c.get("/empty.txt", &["Range: bytes=0-"]);
+    assert_status(&r, 416, "empty file");
+    assert_eq!(r.header("Content-Range"), Some("bytes */0"));
+
+    // Several ranges, malformed ones and other units: the whole file.
+    for range in [
+        "bytes=0-1,5-6",
+        "bytes=abc",
+        "bytes=5-2",
+        "items=0-1",
+        "0-1",
+    ] {
+        let r = c.get("/bin.dat", &[&format!("Range: {range}")]);
+        assert_status(&r, 200, range);
+        assert_eq!(r.body, data, "{range}");
+    }
+
+    // A range in the middle of a large file, through sendfile at an offset.
+    let big = big_data();
+    let r = c.get("/big.bin", &["Range: bytes=100000-700000"]);
+    assert_status(&r, 206, "big range");
+    assert!(r.body == big[100_000..=700_000], "big range body differs");
+
+    // If-Range: the range only when the validator still matches.
+    let range = "Range: bytes=10-19";
+    let r = c.get("/bin.dat", &[range, &format!("If-Range: {etag}")]);
+    assert_status(&r, 206, "If-Range etag");
+    assert_eq!(r.body, &data[10..20]);
+    let r = c.get("/bin.dat", &[range, &format!("If-Range: {lm}")]);
+    assert_status(&r, 206, "If-Range date");
+    assert_eq!(r.body, &data[10..20]);
+    let r = c.get("/bin.dat", &[range, "If-Range: \"other\""]);
+    assert_status(&r, 200, "If-Range other etag");
+    assert_eq!(r.body, data);
+    let r = c.get("/bin.dat", &[range, &format!("If-Range: W/{etag}")]);
+    assert_status(&r, 200, "If-Range weak etag");
+    let r = c.get(
+        "/bin.dat",
+        &[range, "If-Range: Sun, 06 Nov 1994 08:49:37 GMT"],
+    );
+    assert_status(&r, 200, "If-Range other date");
+    assert_eq!(r.body, data);
+
+    // HEAD ignores Range (range handling is defined for GET only).
+    let h = c.head("/bin.dat", &[range]);
+    assert_status(&h, 200, "HEAD with Range");
+    assert_eq!(h.header("Content-Length"), Some("1000"));
+    // A matching If-None-Match beats the range.
+    let r = c.get("/bin.dat", &[range, &format!("If-None-Match: {etag}")]);
+    assert_status(&r, 304, "304 over 206");
+}
+
+#[test]
+fn prefix_mount() {
+    let tree = Tree::new("prefix");
+    let server = tree.start(&["--prefix", "/static"]);
+    let mut c = Client::new(&server);
+    let r = c.get("/static/hello.txt", &[]);
+    assert_status(&r, 200, "under the prefix");
+    assert_eq!(r.body, HELLO);
+    let r = c.get("/hello.txt", &[]);
+    assert_status(&r, 404, "outside the prefix");
+    let r = c.get("/statichello.txt", &[]);
+    assert_status(&r, 404, "prefix without a slash after it");
+    let r = c.get("/static", &[]);
+    assert_status(&r, 301, "the prefix itself");
+    assert_eq!(r.header("Location"), Some("/static/"));
+    let r = c.get("/static/", &[]);
+    assert_eq!(r.body, INDEX);
+    let r = c.get("/static/sub", &[]);
+    assert_eq!(r.header("Location"), Some("/static/sub/"));
+    let r = c.get("/static/../secret", &[]);
+    assert_status(&r, 400, "traversal under the prefix");
+}
+
+#[test]
+fn unreadable_file_is_forbidden() {
+    use std::os::unix::fs::PermissionsExt;
+    let tree = Tree::new("perm");
+    let path = tree.root().join("locked.txt");
+    std::fs::write(&path, b"locked").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let server = if std::fs::File::open(&path).is_ok() {
+        // Root (CAP_DAC_OVERRIDE) reads a mode-000 file: run the server as `nobody`
+        // instead (setpriv, Debian package util-linux), so the kernel refuses it.
+        let root = tree.root();
+        let setpriv = [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ];
+        let ok = std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            ok,
+            "this test needs `setpriv` when run as root: install the Debian package util-linux"
+        );
+        start_example_wrapped(
+            &setpriv,
+            "static_files",
+            1,
+            &["--root", root.to_str().unwrap()],
+        )
+    } else {
+        tree.start(&[])
+    };
+    let mut c = Client::new(&server);
+    let r = c.get("/locked.txt", &[]);
+    assert_status(&r, 403, "mode 000");
+    assert!(r.body.is_empty());
+}
