@@ -175,7 +175,15 @@ impl Running {
             ],
         };
         argv.extend(cmd);
-        let child = Command::new(&argv[0])
+        let mut command = Command::new(&argv[0]);
+        if let Wrapper::Callgrind(_) = wrapper {
+            // Resolve every dynamic symbol at start-up, so the lazy binding of the
+            // library functions a request path first calls lands in the zero-request
+            // baseline and not in the per-request count (it grows with the number of
+            // libraries linked, not with the work per request).
+            command.env("LD_BIND_NOW", "1");
+        }
+        let child = command
             .args(&argv[1..])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

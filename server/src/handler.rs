@@ -82,9 +82,23 @@ impl Response {
         self.fields.clear();
         self.body.clear();
         self.static_body = None;
-        self.source = None;
+        self.clear_source();
         self.close = false;
         self.invalid_field = false;
+    }
+
+    /// Drops a file or stream body, if any; the common case (none) costs a test.
+    #[inline]
+    fn clear_source(&mut self) {
+        if self.source.is_some() {
+            self.drop_source();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drop_source(&mut self) {
+        self.source = None;
     }
 
     /// Sets the status code (default 200).
@@ -127,7 +141,7 @@ impl Response {
     /// Replaces the body with a copy of `content`.
     pub fn body(&mut self, content: &[u8]) -> &mut Self {
         self.static_body = None;
-        self.source = None;
+        self.clear_source();
         self.body.clear();
         self.body.extend_from_slice(content);
         self
@@ -137,7 +151,7 @@ impl Response {
     /// an `include_bytes!`): sent without being copied into the response first.
     pub fn static_body(&mut self, content: &'static [u8]) -> &mut Self {
         self.static_body = Some(content);
-        self.source = None;
+        self.clear_source();
         self.body.clear();
         self
     }
@@ -187,7 +201,7 @@ impl Response {
     /// Replaces a body set with [`Response::static_body`].
     pub fn body_mut(&mut self) -> &mut Vec<u8> {
         self.static_body = None;
-        self.source = None;
+        self.clear_source();
         &mut self.body
     }
 
@@ -258,16 +272,18 @@ impl Response {
         }
         out.extend_from_slice(&self.fields);
         if !bodiless_status {
-            match &self.source {
+            let len = match &self.source {
+                None => Some(body.len() as u64),
                 Some(Source::File { len, .. } | Source::Stream { len: Some(len), .. }) => {
-                    keel_http::write_content_length(out, *len);
+                    Some(*len)
                 }
-                Some(Source::Stream { len: None, .. }) => {
-                    if chunked_ok {
-                        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-                    }
-                }
-                None => keel_http::write_content_length(out, body.len() as u64),
+                Some(Source::Stream { len: None, .. }) => None,
+            };
+            // One call site, so the common case inlines it.
+            if let Some(len) = len {
+                keel_http::write_content_length(out, len);
+            } else if chunked_ok {
+                out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
             }
         }
         if close {

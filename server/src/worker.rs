@@ -855,6 +855,32 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// is full or nothing is left; goes on with pipelined requests that waited behind a
     /// body; arms or disarms EPOLLOUT; closes when done and closing.
     fn flush(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        if c.tls.is_none() && c.source.is_none() {
+            // The common case, plain responses in memory: write them.
+            while c.written < c.output.len() {
+                match lio::write(&c.fd, &c.output[c.written..]) {
+                    Ok(n) => {
+                        c.written += n;
+                        c.last_write = self.now;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => return self.drop_conn(i),
+                }
+            }
+        } else {
+            self.send_bodies(i);
+        }
+        self.settle(i);
+    }
+
+    /// Sends output, file and stream bodies of connection `i` (see [`Worker::send`]),
+    /// and goes on with the requests that waited behind a body that ended.
+    #[inline(never)]
+    fn send_bodies(&mut self, i: usize) {
         loop {
             match self.send(i) {
                 Sent::Failed => return self.drop_conn(i),
@@ -873,6 +899,11 @@ impl<'t, H: Handler> Worker<'t, H> {
                 }
             }
         }
+    }
+
+    /// After writing: releases the output buffer or closes when everything is sent, and
+    /// sets the epoll interest to what connection `i` waits for now.
+    fn settle(&mut self, i: usize) {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
@@ -916,6 +947,7 @@ impl<'t, H: Handler> Worker<'t, H> {
 
     /// Writes connection `i`'s output, then its file or stream body, as far as the
     /// socket takes them.
+    #[inline(never)]
     fn send(&mut self, i: usize) -> Sent {
         let Worker {
             conns,
@@ -1423,6 +1455,7 @@ fn decode_available(
 /// # Errors
 /// `WouldBlock` when the socket is empty and no plaintext came; `InvalidData` for a TLS
 /// failure (the alert waits in the session's output); the socket's errors.
+#[inline(never)]
 fn read_tls(c: &mut Conn, buf: &mut [u8]) -> io::Result<usize> {
     let tls = c.tls.as_mut().expect("called for HTTPS connections");
     let tls_err = |e: keel_tls::Error| io::Error::new(io::ErrorKind::InvalidData, e);
