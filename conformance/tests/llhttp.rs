@@ -1,19 +1,27 @@
-//! llhttp's request test corpus against keel's request parser.
+//! llhttp's test corpus against keel's request and response parsers.
 //!
-//! The corpus is llhttp's `test/request/*.md` (with `test/response/*.md` and
-//! `test/url.md`), read from `shared/conformance-data/llhttp/` beside the repository.
-//! Every request case in llhttp's strict mode runs through [`keel_http::RequestParser`]
-//! and [`keel_http::ChunkedDecoder`] (see `llhttp/outcome.rs`), once with the whole
-//! input and once one byte at a time, and is compared with llhttp's expected log:
-//! accept, reject or wait for more input; the message boundaries; and for each
-//! message the method, request-target, version, field lines and body bytes.
+//! The corpus is llhttp's `test/request/*.md`, `test/response/*.md` and `test/url.md`,
+//! read from `shared/conformance-data/llhttp/` beside the repository. Every request
+//! case in llhttp's strict mode runs through [`keel_http::RequestParser`] and
+//! [`keel_http::ChunkedDecoder`] as a server reads requests (`llhttp_request_corpus`),
+//! every response case through [`keel_http::ResponseParser`], the message body length
+//! of RFC 9112 §6.3 (Content-Length, chunked, or until the connection closes) and the
+//! `ChunkedDecoder` as a client reads responses (`llhttp_response_corpus`; see
+//! `llhttp/outcome.rs`). Each runs once with the whole input and once one byte at a
+//! time, and is compared with llhttp's expected log: accept, reject or wait for more
+//! input; the message boundaries (and a hand-over to another protocol after CONNECT or
+//! 101); and for each message the method, request-target, version, status-code,
+//! reason-phrase, field lines and body bytes. `*-finish` cases also close the
+//! connection after the input, which ends a close-delimited body.
 //!
-//! Cases in llhttp's lenient modes, with pause callbacks or the skip-body callback,
-//! response cases and URL-parser cases are skipped, each with its reason. Where keel
-//! differs from llhttp by a choice documented in `http/DESIGN.md` and allowed by RFC
-//! 9112, the case is in [`ALLOWED`] (or [`MISSING_HOST`]) with its reason; the test checks that each listed
-//! case still differs in exactly the stated way. [`KNOWN_BUGS`] lists disagreements
-//! that are keel's fault. Any other disagreement fails the test.
+//! Cases in llhttp's lenient modes, with pause callbacks or the skip-body callback are
+//! skipped, each listed with its reason in the test output; URL-parser cases
+//! (`url.md`) test llhttp's URL parser on its own and do not run. Where keel differs
+//! from llhttp by a choice documented in `http/DESIGN.md` or the parser's docs and
+//! allowed by RFC 9112, the case is in [`ALLOWED`] (or [`MISSING_HOST`]) with its
+//! reason; the test checks that each listed case still differs in exactly the stated
+//! way. [`KNOWN_BUGS`] lists disagreements that are keel's fault. Any other
+//! disagreement fails the test.
 
 #[path = "llhttp/corpus.rs"]
 mod corpus;
@@ -25,7 +33,7 @@ use std::path::PathBuf;
 use keel_http::Error;
 
 use corpus::Case;
-use outcome::{compare, run_keel, End, KeelRun, Outcome, Show};
+use outcome::{compare, run_keel, End, KeelRun, Mode, Outcome, Show, Side};
 
 /// How keel differs from llhttp on an allowed case; the test checks that it still
 /// does, and in this way.
@@ -191,6 +199,56 @@ const ALLOWED: &[(&str, &[Deviation], &str)] = &[
         &[Differs("message 1: body llhttp \"\" keel \"blarfcicle\"")],
         CONNECT_BODY,
     ),
+    (
+        "response/sample.md: Response starting with CRLF",
+        &[Rejects(Error::InvalidStatusLine)],
+        EMPTY_LINE_BEFORE_STATUS,
+    ),
+    (
+        "response/connection.md: HTTP 304 with Content-Length",
+        &[Rejects(Error::InvalidStatusLine)],
+        EMPTY_LINE_BEFORE_STATUS,
+    ),
+    (
+        "response/connection.md: HTTP 100 first, then 400",
+        &[Rejects(Error::InvalidStatusLine)],
+        EMPTY_LINE_BEFORE_STATUS,
+    ),
+    (
+        "response/pipelining.md: Should parse multiple events",
+        &[Rejects(Error::InvalidStatusLine)],
+        EMPTY_LINE_BEFORE_STATUS,
+    ),
+    (
+        "response/sample.md: No carriage ret",
+        &[Accepts],
+        BARE_LF,
+    ),
+    (
+        "response/invalid.md: Only LFs present and no body",
+        &[Accepts],
+        BARE_LF,
+    ),
+    (
+        "response/invalid.md: Only LFs present",
+        &[Accepts],
+        BARE_LF,
+    ),
+    (
+        "response/sample.md: RTSP response",
+        &[Rejects(Error::InvalidStatusLine)],
+        NOT_HTTP,
+    ),
+    (
+        "response/sample.md: ICE response",
+        &[Rejects(Error::InvalidStatusLine)],
+        NOT_HTTP,
+    ),
+    (
+        "response/sample.md: HTTP version 0.9",
+        &[Rejects(Error::UnsupportedVersion)],
+        HTTP_09_RESPONSE,
+    ),
 ];
 
 const NO_HOST: &str = "RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without \
@@ -225,6 +283,16 @@ const CONNECT_BODY: &str = "llhttp treats everything after a CONNECT head as tun
      frames the request by its Content-Length as RFC 9112 §6.3 rule 6 says (rule 2 is about \
      responses to CONNECT only), and keel-http does not implement tunnels";
 
+const EMPTY_LINE_BEFORE_STATUS: &str = "RFC 9112 §2.2 asks only a server to ignore empty \
+     lines before a request-line; a client's ResponseParser rejects anything but a \
+     status-line where a response starts (keel-http ResponseParser docs, \"Empty lines before \
+     the status-line\"), because bytes a response's framing does not account for mean the \
+     framing is wrong, and RFC 9112 §6.3 forbids a client to process such extra data as a \
+     separate response; llhttp skips CR and LF between responses";
+const HTTP_09_RESPONSE: &str = "RFC 9112 §2.3: keel speaks HTTP/1.x only and answers other \
+     well-formed versions with UnsupportedVersion (ResponseParser docs, HTTP-version); an \
+     HTTP/0.9 response has no status-line at all, llhttp's strict mode accepts the version";
+
 /// Disagreements that are keel's fault, to be fixed test-first: (case, description).
 const KNOWN_BUGS: &[(&str, &str)] = &[];
 
@@ -235,15 +303,19 @@ fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance-data/llhttp")
 }
 
-/// Why a case does not run, or `None` if it does.
-fn skip_reason(case: &Case) -> Option<String> {
+/// The side a case's input comes from, from its `type`, or `None` for a URL-parser
+/// case (`url.md`, which tests llhttp's URL parser on its own).
+fn side_of(case: &Case) -> Option<Side> {
+    match case.folder.as_str() {
+        "request" => Some(Side::Request),
+        "response" => Some(Side::Response),
+        _ => None,
+    }
+}
+
+/// Why a case of `side` does not run, or `None` if it does.
+fn skip_reason(case: &Case, side: Side) -> Option<String> {
     let ty = case.ty();
-    if case.folder == "response" || ty.starts_with("response") {
-        return Some("response parser not yet in keel-http".into());
-    }
-    if case.folder == "url" {
-        return Some("llhttp URL parser case, not a request".into());
-    }
     if ty.contains("lenient") {
         return Some(format!("llhttp lenient mode (type={ty})"));
     }
@@ -253,10 +325,23 @@ fn skip_reason(case: &Case) -> Option<String> {
     if case.meta.get("skipBody").is_some() {
         return Some("llhttp callback: on_headers_complete returns 1 to skip the body".into());
     }
-    if ty != "request" && ty != "request-finish" {
+    let known: &[&str] = match side {
+        Side::Request => &["request", "request-finish"],
+        Side::Response => &["response", "response-finish"],
+    };
+    if !known.contains(&ty) {
         return Some(format!("unknown type {ty:?}"));
     }
     None
+}
+
+/// How keel runs a case: its side, and whether the connection closes after the input
+/// (`*-finish` types).
+fn mode_of(case: &Case, side: Side) -> Mode {
+    Mode {
+        side,
+        eof: case.ty().ends_with("-finish"),
+    }
 }
 
 /// A change to the input that removes a difference keel has by design, so the rest
@@ -333,8 +418,8 @@ fn repair(case: &Case, expected: &Outcome, repairs: &[Repair]) -> (Vec<u8>, Outc
 }
 
 /// keel's run on the repaired input, without the added `Host` lines.
-fn run_repaired(input: &[u8]) -> KeelRun {
-    let mut run = run_keel(input, false);
+fn run_repaired(input: &[u8], mode: Mode) -> KeelRun {
+    let mut run = run_keel(input, mode, false);
     let (name, value) = ADDED_HOST[..ADDED_HOST.len() - 2].split_at(4);
     let value = &value[2..];
     for msg in &mut run.outcome.msgs {
@@ -346,6 +431,7 @@ fn run_repaired(input: &[u8]) -> KeelRun {
 /// One case's comparison: the plain run and, if keel's first error is a difference
 /// by design that [`Repair`] undoes, the repaired run that the rest is judged on.
 struct Judged {
+    mode: Mode,
     expected: Outcome,
     keel: KeelRun,
     diff: Option<String>,
@@ -359,19 +445,20 @@ struct Judged {
 }
 
 impl Judged {
-    fn new(case: &Case, expected: Outcome) -> Self {
-        let keel = run_keel(&case.input, false);
+    fn new(case: &Case, mode: Mode, expected: Outcome) -> Self {
+        let keel = run_keel(&case.input, mode, false);
         let diff = compare(&expected, &keel.outcome);
         let repairs = repairs_for(case, &keel);
         let (eff_input, eff_expected, eff_keel) = if repairs.is_empty() {
             (case.input.clone(), expected.clone(), keel.clone())
         } else {
             let (input, expected) = repair(case, &expected, &repairs);
-            let run = run_repaired(&input);
+            let run = run_repaired(&input, mode);
             (input, expected, run)
         };
         let eff_diff = compare(&eff_expected, &eff_keel.outcome);
         Self {
+            mode,
             expected,
             keel,
             diff,
@@ -435,7 +522,7 @@ impl Judged {
                     longer.extend_from_slice(b"\r\n\r\n");
                     rejected(&self.eff_expected)
                         && self.eff_keel.outcome.end == End::Incomplete
-                        && rejected(&run_keel(&longer, false).outcome)
+                        && rejected(&run_keel(&longer, self.mode, false).outcome)
                 }
                 Differs(text) => eff_diff.contains(text),
                 MissingHost | Fragment => unreachable!("filtered out"),
@@ -486,20 +573,38 @@ fn show_input(input: &[u8]) -> String {
 
 #[test]
 fn llhttp_request_corpus() {
+    run_corpus(Side::Request);
+}
+
+#[test]
+fn llhttp_response_corpus() {
+    run_corpus(Side::Response);
+}
+
+/// Runs every case of `side` (`request/*.md` or `response/*.md`) and fails on any
+/// disagreement that is not listed with its reason.
+fn run_corpus(side: Side) {
+    let (folder, what) = match side {
+        Side::Request => ("request", "request"),
+        Side::Response => ("response", "response"),
+    };
     let dir = corpus_dir();
     assert!(
-        dir.join("request").is_dir(),
+        dir.join(folder).is_dir(),
         "llhttp corpus missing at {} (the shared/ folder beside the repository, holding \
-         llhttp's test/request/*.md)",
+         llhttp's test/{folder}/*.md)",
         dir.display()
     );
-    let cases = corpus::load(&dir).unwrap_or_else(|e| panic!("llhttp corpus: {e}"));
+    let all = corpus::load(&dir).unwrap_or_else(|e| panic!("llhttp corpus: {e}"));
+    let url_cases = all.iter().filter(|c| side_of(c).is_none()).count();
+    let cases: Vec<&Case> = all.iter().filter(|c| side_of(c) == Some(side)).collect();
     let mut failures = Vec::new();
     let listed = ALLOWED
         .iter()
         .map(|(n, _, _)| n)
         .chain(MISSING_HOST)
-        .chain(KNOWN_BUGS.iter().map(|(n, _)| n));
+        .chain(KNOWN_BUGS.iter().map(|(n, _)| n))
+        .filter(|n| n.starts_with(&format!("{folder}/")));
     for name in listed {
         if !cases.iter().any(|c| c.name == *name) {
             failures.push(format!("ALLOWED or KNOWN_BUGS names no case: {name}"));
@@ -509,12 +614,13 @@ fn llhttp_request_corpus() {
     let (mut ran, mut agreed, mut allowed, mut bugs) = (0, 0, 0, 0);
     let mut skipped: Vec<(String, String)> = Vec::new();
     let mut notes = Vec::new();
-    for case in &cases {
-        if let Some(reason) = skip_reason(case) {
+    for &case in &cases {
+        if let Some(reason) = skip_reason(case, side) {
             skipped.push((case.name.clone(), reason));
             continue;
         }
         ran += 1;
+        let mode = mode_of(case, side);
         let expected = match corpus::expected_outcome(case) {
             Ok(o) => o,
             Err(e) => {
@@ -522,8 +628,8 @@ fn llhttp_request_corpus() {
                 continue;
             }
         };
-        let judged = Judged::new(case, expected);
-        let bytewise = run_keel(&case.input, true);
+        let judged = Judged::new(case, mode, expected);
+        let bytewise = run_keel(&case.input, mode, true);
         if bytewise != judged.keel {
             failures.push(format!(
                 "{}: keel differs between the whole input and one byte at a time\n  \
@@ -615,10 +721,7 @@ fn llhttp_request_corpus() {
         }
     }
 
-    let listed_skips = skipped
-        .iter()
-        .filter(|(_, r)| !r.starts_with("response") && !r.starts_with("llhttp URL"));
-    for (name, reason) in listed_skips {
+    for (name, reason) in &skipped {
         eprintln!("skipped  {name}: {reason}");
     }
     for note in &notes {
@@ -630,18 +733,21 @@ fn llhttp_request_corpus() {
             .filter(|(_, r)| r.starts_with(prefix))
             .count()
     };
+    let url = if side == Side::Request {
+        format!("; not run: {url_cases} URL-parser cases (llhttp's URL parser on its own)")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "llhttp request corpus: {ran} ran, {agreed} agreed, {allowed} allowed differences, \
-         {bugs} known keel bugs, {} failed; skipped {} request cases ({} lenient mode, {} \
-         pause callback, {} skip-body callback), {} response cases (response parser not yet \
-         in keel-http), {} URL-parser cases",
+        "llhttp {what} corpus: {ran} ran, {agreed} agreed, {allowed} allowed differences, \
+         {bugs} known keel bugs, {} failed; skipped {} {what} cases ({} lenient mode, {} \
+         pause callback, {} skip-body callback, {} other){url}",
         failures.len(),
-        skipped.len() - count("response") - count("llhttp URL"),
+        skipped.len(),
         count("llhttp lenient"),
         count("llhttp pause"),
         count("llhttp callback"),
-        count("response"),
-        count("llhttp URL"),
+        skipped.len() - count("llhttp lenient") - count("llhttp pause") - count("llhttp callback"),
     );
     assert!(
         failures.is_empty(),

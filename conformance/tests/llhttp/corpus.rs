@@ -251,17 +251,24 @@ fn split_off(line: &str) -> Result<(Option<usize>, &str), String> {
     Ok((Some(off), rest))
 }
 
-/// Builds llhttp's [`Outcome`] from a request case's log, checking every span and
-/// offset against the decoded input.
+/// Builds llhttp's [`Outcome`] from a request or response case's log, checking every
+/// span and offset against the decoded input.
+///
+/// A `*-finish` case ends with `finish=N`, the state `llhttp_finish()` acts on at the
+/// end of the connection (`HTTP_FINISH_*` in llhttp's `api.c`): 0 (safe) changes
+/// nothing, 1 (safe with callback: a body delimited by the close) completes the last
+/// message, 2 (unsafe) is the error `Invalid EOF state`.
 pub fn expected_outcome(case: &Case) -> Result<Outcome, String> {
     let input = &case.input;
     let mut msgs: Vec<Message> = Vec::new();
     let mut end = None;
     let mut field: Vec<u8> = Vec::new();
     let mut value: Vec<u8> = Vec::new();
+    let mut finish = None;
     for line in &case.log {
         if end.is_some() {
-            // llhttp prints nothing after an error except `finish`.
+            // llhttp prints nothing after an error except `finish`, which does
+            // nothing after an error.
             if line.starts_with("off=NULL finish=") {
                 continue;
             }
@@ -307,6 +314,8 @@ pub fn expected_outcome(case: &Case) -> Result<Outcome, String> {
             match name {
                 "method" => msg.method.extend(&bytes),
                 "url" => msg.target.extend(&bytes),
+                // In a response, the reason-phrase.
+                "status" => msg.reason.extend(&bytes),
                 "protocol" | "version" => msg.version.extend(&bytes),
                 "header_field" => field.extend(&bytes),
                 "header_value" => value.extend(&bytes),
@@ -336,7 +345,8 @@ pub fn expected_outcome(case: &Case) -> Result<Outcome, String> {
         }
         let msg = msg.ok_or_else(|| format!("{line:?} before message begin"))?;
         match rest {
-            "method complete" | "url complete" | "protocol complete" | "version complete" => {
+            "method complete" | "url complete" | "protocol complete" | "version complete"
+            | "status complete" => {
                 if rest == "protocol complete" {
                     msg.version.push(b'/');
                 }
@@ -355,10 +365,37 @@ pub fn expected_outcome(case: &Case) -> Result<Outcome, String> {
             | "chunk_extension_name complete"
             | "chunk_extension_value complete"
             | "reset" => {}
-            _ if rest.starts_with("headers complete ") => msg.head_done = true,
+            _ if rest.starts_with("headers complete ") => {
+                msg.head_done = true;
+                if let Some(status) = rest
+                    .split(' ')
+                    .find_map(|word| word.strip_prefix("status="))
+                {
+                    msg.status = status.as_bytes().to_vec();
+                }
+            }
             _ if rest.starts_with("chunk header len=") => {}
-            _ if rest.starts_with("finish=") => {}
+            _ if rest.starts_with("finish=") => {
+                let state = &rest["finish=".len()..];
+                finish = Some(state.parse::<u8>().map_err(|_| format!("bad {line:?}"))?);
+            }
             _ => return Err(format!("unknown log line {line:?}")),
+        }
+    }
+    if end.is_none() {
+        match finish {
+            None | Some(0) => {}
+            Some(1) => match msgs.last_mut() {
+                Some(m) if m.head_done => m.complete = true,
+                _ => return Err("finish=1 outside a body".into()),
+            },
+            Some(2) => {
+                end = Some(End::Rejected {
+                    in_body: msgs.last().is_some_and(|m| m.head_done),
+                    reason: "finish=2 (HTTP_FINISH_UNSAFE) Invalid EOF state".into(),
+                });
+            }
+            Some(n) => return Err(format!("unknown finish state {n}")),
         }
     }
     let end = end.unwrap_or(match msgs.last() {
