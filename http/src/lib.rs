@@ -83,11 +83,14 @@
 mod chars;
 mod chunked;
 mod client;
+#[cfg(feature = "http-compat")]
+pub mod compat;
 mod date;
 mod error;
 mod request;
 mod response;
 mod response_parser;
+mod server_conn;
 mod sse;
 
 pub use chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits, Decoded};
@@ -104,4 +107,7 @@ pub use response::{
     write_status_line, StatusCode,
 };
 pub use response_parser::{Response, ResponseLimits, ResponseParser};
+pub use server_conn::{
+    ResponseBody, ResponseHead, ServerConnection, ServerEvent, ServerInput, ServerLimits,
+};
 pub use sse::{write_comment, write_event, ReceivedEvent, SseDecoder, SseError, SseEvent};
