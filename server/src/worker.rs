@@ -320,8 +320,10 @@ const WRITE: usize = 3;
 const LINGER_MS: Millis = LINGER.as_millis() as Millis;
 const ACCEPT_PAUSE_MS: Millis = ACCEPT_PAUSE.as_millis() as Millis;
 
+/// `d` in milliseconds, at most [`NEVER`]: a deadline `now + millis(d)` cannot overflow
+/// (durations come from handlers, which may take them from requests).
 fn millis(d: Duration) -> Millis {
-    d.as_millis().try_into().unwrap_or(Millis::MAX / 2)
+    d.as_millis().min(u128::from(NEVER)) as Millis
 }
 
 /// How long accepting pauses after `EMFILE`/`ENFILE`.
@@ -1112,7 +1114,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         }
                         StreamPoll::Pending(after) => {
                             *waiting = true;
-                            *wake_at = after.map(|d| *now + millis(d).max(1));
+                            *wake_at = after.map(|d| now.saturating_add(millis(d).max(1)));
                         }
                         StreamPoll::End => {
                             if remaining.is_some_and(|r| r > 0) {

@@ -310,3 +310,35 @@ fn shutdown_ends_endless_streams_cleanly() {
     s.read_to_end(&mut rest).unwrap();
     assert!(rest.is_empty(), "{rest:?}");
 }
+
+#[test]
+fn a_huge_stream_interval_neither_kills_the_worker_nor_spins() {
+    let server = start_example("sse", 1, &[]);
+    let worker = server.workers()[0];
+    let mut s = connect(&server);
+    // u64::MAX milliseconds: "wait forever" in effect.
+    send(&mut s, &get("/events?count=0&interval_ms=18446744073709551615"));
+    let mut buf = Vec::new();
+    read_head(&mut s, &mut buf);
+    // The first piece (retry and a comment) comes at once; then nothing, for as long as
+    // we look.
+    while find(&buf, b"ticks follow").is_none() {
+        fill(&mut s, &mut buf);
+    }
+    s.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
+    let mut more = [0u8; 256];
+    match s.read(&mut more) {
+        Ok(n) => panic!(
+            "expected silence, got {n} bytes: {:?}",
+            String::from_utf8_lossy(&more[..n])
+        ),
+        Err(e) => assert!(
+            matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            "{e}"
+        ),
+    }
+    assert_eq!(server.workers(), vec![worker], "the worker is still the same process");
+    let mut other = connect(&server);
+    send(&mut other, &get("/sized?len=2"));
+    assert_eq!(read_response(&mut other, &mut Vec::new()).unwrap().body, b"xx");
+}
