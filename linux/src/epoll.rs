@@ -22,6 +22,9 @@ impl Interest {
     /// Nothing: the fd stays registered, and only `EPOLLERR`/`EPOLLHUP` (which the kernel
     /// always reports) wake the waiter.
     pub const NONE: Interest = Interest(epoll::EventFlags::empty());
+    /// Only the peer's half-close (`EPOLLRDHUP`), without `EPOLLIN`: for a connection
+    /// that is not being read but must notice its peer leaving.
+    pub const HANGUP: Interest = Interest(epoll::EventFlags::RDHUP);
     /// Readable (`EPOLLIN | EPOLLRDHUP`).
     pub const READABLE: Interest = Interest(epoll::EventFlags::IN.union(epoll::EventFlags::RDHUP));
     /// Writable (`EPOLLOUT`).
@@ -68,6 +71,13 @@ impl Event {
     pub fn is_writable(&self) -> bool {
         self.flags
             .intersects(epoll::EventFlags::OUT | epoll::EventFlags::HUP | epoll::EventFlags::ERR)
+    }
+    /// The peer closed its sending side (`EPOLLRDHUP`), or the connection is gone
+    /// (`EPOLLHUP`, `EPOLLERR`).
+    #[inline]
+    pub fn is_hangup(&self) -> bool {
+        self.flags
+            .intersects(epoll::EventFlags::RDHUP | epoll::EventFlags::HUP | epoll::EventFlags::ERR)
     }
     /// The connection is gone in both directions or has a pending error
     /// (`EPOLLHUP`, `EPOLLERR`).

@@ -420,6 +420,12 @@ impl<'t, H: Handler> Worker<'t, H> {
                             self.drop_conn(i);
                             continue;
                         }
+                        if ev.is_hangup() && self.is_streaming(i) {
+                            // The client left while a stream runs (an EventSource
+                            // closing): a stream may never end by itself.
+                            self.drop_conn(i);
+                            continue;
+                        }
                         if ev.is_writable() {
                             self.on_writable(i);
                         }
@@ -593,6 +599,17 @@ impl<'t, H: Handler> Worker<'t, H> {
         } else {
             self.drop_conn(i);
         }
+    }
+
+    /// Whether connection `i` is sending a stream body.
+    fn is_streaming(&self, i: usize) -> bool {
+        matches!(
+            self.conns.get(i),
+            Some(Some(Conn {
+                source: Some(Active::Stream { .. }),
+                ..
+            }))
+        )
     }
 
     /// Polls the streams that were woken since the last turn.
@@ -933,12 +950,16 @@ impl<'t, H: Handler> Worker<'t, H> {
         let want_read = !c.closing
             && pending <= OUTPUT_HIGH_WATER
             && (c.source.is_none() || c.input.len() - c.start < BODY_INPUT_CAP);
-        let interest = match (want_read, want_write) {
+        let mut interest = match (want_read, want_write) {
             (true, true) => Interest::READABLE | Interest::WRITABLE,
             (true, false) => Interest::READABLE,
             (false, true) => Interest::WRITABLE,
             (false, false) => Interest::NONE,
         };
+        if !want_read && matches!(c.source, Some(Active::Stream { .. })) {
+            // Not reading, yet a stream must notice its client leaving.
+            interest = interest | Interest::HANGUP;
+        }
         if interest != c.interest {
             c.interest = interest;
             if self.epoll.modify(&c.fd, i as u64, interest).is_err() {

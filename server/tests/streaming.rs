@@ -342,3 +342,36 @@ fn a_huge_stream_interval_neither_kills_the_worker_nor_spins() {
     send(&mut other, &get("/sized?len=2"));
     assert_eq!(read_response(&mut other, &mut Vec::new()).unwrap().body, b"xx");
 }
+
+#[test]
+fn a_client_leaving_a_stream_it_cannot_be_read_from_is_noticed() {
+    let server = start_example("sse", 1, &[]);
+    let worker = server.workers()[0];
+    let before = fd_count(worker);
+    // Streams during which the worker does not read: an HTTP/1.0 stream (closing after
+    // it), a `Connection: close` one, and one with pipelined bytes piled up behind it.
+    let slow = "/events?count=0&interval_ms=100000000";
+    let mut piled = get(slow);
+    piled.extend(std::iter::repeat_n(b'x', 70_000));
+    let requests: Vec<Vec<u8>> = vec![
+        format!("GET {slow} HTTP/1.0\r\n\r\n").into_bytes(),
+        format!("GET {slow} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").into_bytes(),
+        piled,
+    ];
+    for request in &requests {
+        let mut s = connect(&server);
+        send(&mut s, request);
+        let mut buf = Vec::new();
+        read_head(&mut s, &mut buf);
+        drop(s);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fd_count(worker) > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        fd_count(worker),
+        before,
+        "every stream whose client left was closed"
+    );
+}
