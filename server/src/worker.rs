@@ -56,6 +56,10 @@ struct Conn {
     interest: Interest,
     /// No more requests are read; close once the output is written.
     closing: bool,
+    /// The client closed its sending side: nothing more is read, the complete requests
+    /// already buffered are still answered (in order, even those waiting behind a body),
+    /// then the connection closes.
+    peer_eof: bool,
     /// Sent `100 Continue` for the request at `start`.
     sent_continue: bool,
     /// After the last response: shut down writes, discard input until EOF or this time.
@@ -220,6 +224,7 @@ impl Conn {
             written: 0,
             interest: Interest::READABLE,
             closing: false,
+            peer_eof: false,
             sent_continue: false,
             linger_deadline: None,
             await_len: 0,
@@ -777,6 +782,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             }
         }
         if c.closing
+            || c.peer_eof
             || c.unsent() > OUTPUT_HIGH_WATER
             || (c.source.is_some() && c.input.len() - c.start >= BODY_INPUT_CAP)
         {
@@ -840,8 +846,9 @@ impl<'t, H: Handler> Worker<'t, H> {
         }
         let c = self.conns[i].as_mut().expect("connection checked above");
         if eof {
-            // The client sent everything it will send; answer what is complete, then close.
-            c.closing = true;
+            // The client sent everything it will send; answer what is complete, then close
+            // (`settle` closes once nothing complete is left).
+            c.peer_eof = true;
             if matches!(c.source, Some(Active::Stream { .. })) {
                 // A client that closes while a stream runs (an EventSource going away)
                 // has left: a stream may never end by itself.
@@ -942,12 +949,28 @@ impl<'t, H: Handler> Worker<'t, H> {
             if c.closing || (self.shutdown_deadline.is_some() && c.start == c.input.len()) {
                 return self.start_linger(i);
             }
+            if c.peer_eof {
+                // Answer the complete requests still buffered (they may have waited
+                // behind a body); close once none is left.
+                if c.start < c.input.len() {
+                    self.process(i);
+                }
+                let Some(c) = self.conns[i].as_mut() else {
+                    return;
+                };
+                if c.unsent() == 0 && c.source.is_none() {
+                    c.closing = true;
+                    return self.start_linger(i);
+                }
+                return self.flush(i);
+            }
         }
         // Read while there is room for more output (and, behind a body, for more input);
         // while closing or over the high-water mark, watch only for writability so
         // unread input cannot spin the loop.
         let want_write = pending > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting());
         let want_read = !c.closing
+            && !c.peer_eof
             && pending <= OUTPUT_HIGH_WATER
             && (c.source.is_none() || c.input.len() - c.start < BODY_INPUT_CAP);
         let mut interest = match (want_read, want_write) {
