@@ -28,9 +28,12 @@ const WAKE: u64 = u64::MAX - 2;
 /// While a file or stream body is being sent, later pipelined requests wait in the input
 /// buffer; reading stops once this many bytes wait there.
 const BODY_INPUT_CAP: usize = 64 * 1024;
-/// Most bytes one `flush` hands to `sendfile`, so one fast reader of a large file cannot
-/// hold the loop up.
-const SENDFILE_BUDGET: u64 = 1 << 20;
+/// Most body bytes (file, stream, or encrypted) one connection sends per loop turn, so
+/// one fast reader of a large body cannot hold the loop up.
+const SEND_BUDGET: u64 = 1 << 20;
+/// Most bytes one connection reads per loop turn, so one fast sender (an upload) cannot
+/// hold the loop up; level-triggered epoll brings it back next turn.
+const READ_BUDGET: usize = 256 * 1024;
 /// A deadline that never comes (far enough that adding to it cannot overflow).
 const NEVER: Millis = Millis::MAX / 4;
 /// Initial capacity of a connection's input buffer (bytes).
@@ -159,7 +162,7 @@ impl Active {
 
 /// What [`Worker::send`] got to.
 enum Sent {
-    /// The socket is full (or the `sendfile` budget is spent): wait for writability.
+    /// The socket is full, or this turn's send budget is spent: wait for writability.
     Blocked,
     /// Everything is written and no body part waits to be produced now.
     Done,
@@ -790,6 +793,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         }
         let max_input = self.config.max_input_size();
         let mut eof = false;
+        let mut budget = READ_BUDGET;
         loop {
             let c = self.conns[i].as_mut().expect("connection checked above");
             if c.input.len() == c.input.capacity() {
@@ -840,7 +844,10 @@ impl<'t, H: Handler> Worker<'t, H> {
             match self.process(i) {
                 // Plain: a read that filled the buffer may have left more. TLS: read until
                 // the socket is empty, since decrypted data can outgrow the spare room.
-                Next::Read if !eof && (n == spare || tls) => continue,
+                Next::Read if !eof && (n == spare || tls) && n < budget => {
+                    budget -= n;
+                    continue;
+                }
                 _ => break,
             }
         }
@@ -907,8 +914,10 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// and goes on with the requests that waited behind a body that ended.
     #[inline(never)]
     fn send_bodies(&mut self, i: usize) {
+        // One budget for the whole turn, across the pipelined bodies it reaches.
+        let mut budget = SEND_BUDGET;
         loop {
-            match self.send(i) {
+            match self.send(i, &mut budget) {
                 Sent::Failed => return self.drop_conn(i),
                 Sent::Blocked => break,
                 Sent::Done => {
@@ -994,7 +1003,7 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// Writes connection `i`'s output, then its file or stream body, as far as the
     /// socket takes them.
     #[inline(never)]
-    fn send(&mut self, i: usize) -> Sent {
+    fn send(&mut self, i: usize, budget: &mut u64) -> Sent {
         let Worker {
             conns,
             scratch,
@@ -1007,7 +1016,6 @@ impl<'t, H: Handler> Worker<'t, H> {
         let Some(c) = conns[i].as_mut() else {
             return Sent::Failed;
         };
-        let mut budget = SENDFILE_BUDGET;
         loop {
             if let Some(tls) = c.tls.as_mut() {
                 // Encrypt what is pending (nothing is before the handshake ends), then
@@ -1018,8 +1026,10 @@ impl<'t, H: Handler> Worker<'t, H> {
                     }
                     c.written = c.output.len();
                 }
-                if tls.out_sent == tls.out.len() {
-                    tls.out.clear();
+                // Drop what was sent before appending, so the buffer holds only unsent
+                // ciphertext however the client reads.
+                if tls.out_sent > 0 {
+                    tls.out.drain(..tls.out_sent);
                     tls.out_sent = 0;
                 }
                 tls.session.poll_transmit(&mut tls.out);
@@ -1065,7 +1075,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         c.resumable = true;
                         return Sent::Done;
                     }
-                    if budget == 0 {
+                    if *budget == 0 {
                         return Sent::Blocked;
                     }
                     if c.tls.is_some() {
@@ -1078,7 +1088,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                                 c.output.truncate(n);
                                 *offset += n as u64;
                                 *remaining -= n as u64;
-                                budget = budget.saturating_sub(n as u64);
+                                *budget = budget.saturating_sub(n as u64);
                             }
                             Err(e) if e.kind() == io::ErrorKind::Interrupted => c.output.clear(),
                             _ => {
@@ -1092,7 +1102,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         }
                         continue;
                     }
-                    let want = (*remaining).min(budget) as usize;
+                    let want = (*remaining).min(*budget) as usize;
                     match lio::sendfile(&c.fd, &*file, offset, want) {
                         Ok(0) => {
                             // The file is shorter than the Content-Length sent.
@@ -1103,7 +1113,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         }
                         Ok(n) => {
                             *remaining -= n as u64;
-                            budget -= n as u64;
+                            *budget -= n as u64;
                             c.last_write = *now;
                         }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -1120,6 +1130,9 @@ impl<'t, H: Handler> Worker<'t, H> {
                 }) => {
                     if *waiting {
                         return Sent::Done;
+                    }
+                    if *budget == 0 {
+                        return Sent::Blocked;
                     }
                     scratch.clear();
                     let cx = StreamContext {
@@ -1138,6 +1151,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         }
                         *r -= data.len() as u64;
                     }
+                    *budget = budget.saturating_sub(data.len() as u64);
                     if !data.is_empty() {
                         if *chunked {
                             write_chunk(&mut c.output, data);
