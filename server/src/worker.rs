@@ -1333,7 +1333,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         }
                         Err(status) => {
                             c.sink = None;
-                            return fail(c, date, status);
+                            return fail(c, date, refusal_status(status));
                         }
                     }
                     (None, head_len)
@@ -1565,6 +1565,17 @@ fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// The status that answers a body refused with `status` (by a sink, or a chunked
+/// framing error): a 4xx or 5xx as given; anything else, which could not end the exchange
+/// as an error (a 1xx is not final, a 2xx says the upload worked), becomes 500.
+fn refusal_status(status: StatusCode) -> StatusCode {
+    if (400..600).contains(&status.as_u16()) {
+        status
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+}
+
 /// Answers a request the server cannot serve with `status` and closes the connection.
 fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
     write_simple(&mut c.output, prefix, status, true);
@@ -1576,7 +1587,25 @@ fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
 
 #[cfg(test)]
 mod tests {
-    use super::may_end_head;
+    use super::{may_end_head, refusal_status};
+    use keel_http::StatusCode;
+
+    #[test]
+    fn a_refused_body_is_answered_with_an_error_status() {
+        for (given, sent) in [
+            (StatusCode::CONTENT_TOO_LARGE, StatusCode::CONTENT_TOO_LARGE),
+            (StatusCode::BAD_REQUEST, StatusCode::BAD_REQUEST),
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (StatusCode::CONTINUE, StatusCode::INTERNAL_SERVER_ERROR),
+            (StatusCode::OK, StatusCode::INTERNAL_SERVER_ERROR),
+            (StatusCode::NOT_MODIFIED, StatusCode::INTERNAL_SERVER_ERROR),
+        ] {
+            assert_eq!(refusal_status(given), sent, "{given:?}");
+        }
+    }
 
     #[test]
     fn end_of_head_detection_spans_reads() {
