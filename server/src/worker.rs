@@ -36,8 +36,11 @@ const SEND_BUDGET: u64 = 1 << 20;
 const READ_BUDGET: usize = 256 * 1024;
 /// A deadline that never comes (far enough that adding to it cannot overflow).
 const NEVER: Millis = Millis::MAX / 4;
-/// Initial capacity of a connection's input buffer (bytes).
+/// Smallest buffer a connection keeps of its own for a request that is not complete.
 const INITIAL_INPUT: usize = 4096;
+/// Capacity of the worker's shared read buffer, lent to a connection that has no input
+/// buffer of its own for the length of one readiness event.
+const SHARED_INPUT: usize = 64 * 1024;
 /// Stop reading from a connection while this many response bytes wait to be sent.
 const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 /// An output buffer larger than this is released once it has been written.
@@ -48,7 +51,12 @@ const LINGER: Duration = Duration::from_secs(2);
 
 struct Conn {
     fd: OwnedFd,
+    /// Received bytes not yet processed. An idle connection has no buffer here (capacity
+    /// 0): reads go to the worker's shared buffer, and only the bytes of a request not
+    /// yet complete are copied into a buffer of the connection's own.
     input: Vec<u8>,
+    /// `input` is the worker's shared buffer, lent for this readiness event.
+    input_lent: bool,
     /// Start of the first unprocessed request in `input`.
     start: usize,
     /// Bytes of `input[start..]` already searched for the end of the head without success.
@@ -220,7 +228,8 @@ impl Conn {
     fn new(fd: OwnedFd, now: Millis) -> Conn {
         Conn {
             fd,
-            input: Vec::with_capacity(INITIAL_INPUT),
+            input: Vec::new(),
+            input_lent: false,
             start: 0,
             head_scanned: 0,
             output: Vec::new(),
@@ -315,6 +324,9 @@ pub(crate) struct Worker<'t, H> {
     woken: Vec<(usize, u32)>,
     /// Where a stream writes its next piece before it is framed into the output.
     scratch: Vec<u8>,
+    /// The shared read buffer (see [`Conn::input`]); while lent, the borrowing
+    /// connection's empty one.
+    spare_input: Vec<u8>,
 }
 
 /// Access log lines wait here at most; past it, lines are dropped (and counted) rather
@@ -392,6 +404,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             wake,
             woken: Vec::new(),
             scratch: Vec::new(),
+            spare_input: Vec::with_capacity(SHARED_INPUT),
         })
     }
 
@@ -791,6 +804,15 @@ impl<'t, H: Handler> Worker<'t, H> {
         {
             return;
         }
+        if c.input.capacity() == 0 {
+            // Lend the shared read buffer (made again if a dropped connection took it).
+            if self.spare_input.capacity() == 0 {
+                self.spare_input = Vec::with_capacity(SHARED_INPUT);
+            }
+            std::mem::swap(&mut c.input, &mut self.spare_input);
+            c.start = 0;
+            c.input_lent = true;
+        }
         let max_input = self.config.max_input_size();
         let mut eof = false;
         let mut budget = READ_BUDGET;
@@ -840,7 +862,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     return self.drop_conn(i);
                 }
             };
-            let tls = self.conns[i].as_ref().is_some_and(|c| c.tls.is_some());
+            let tls = c.tls.is_some();
             match self.process(i) {
                 // Plain: a read that filled the buffer may have left more. TLS: read until
                 // the socket is empty, since decrypted data can outgrow the spare room.
@@ -850,6 +872,27 @@ impl<'t, H: Handler> Worker<'t, H> {
                 }
                 _ => break,
             }
+        }
+        let c = self.conns[i].as_mut().expect("connection checked above");
+        if c.input_lent {
+            // Give the shared buffer back (the spare slot holds the connection's empty
+            // one meanwhile); a request not yet complete moves to a buffer of the
+            // connection's own.
+            c.input_lent = false;
+            if c.start < c.input.len() {
+                let rest = &c.input[c.start..];
+                let mut own = Vec::with_capacity(rest.len().max(INITIAL_INPUT));
+                own.extend_from_slice(rest);
+                self.spare_input = std::mem::replace(&mut c.input, own);
+            } else {
+                std::mem::swap(&mut c.input, &mut self.spare_input);
+            }
+            self.spare_input.clear();
+            if self.spare_input.capacity() > 4 * SHARED_INPUT {
+                // A large request grew it: let it go, a fresh one is made when needed.
+                self.spare_input = Vec::new();
+            }
+            c.start = 0;
         }
         let c = self.conns[i].as_mut().expect("connection checked above");
         if eof {
@@ -1255,9 +1298,10 @@ impl<'t, H: Handler> Worker<'t, H> {
                 c.input.clear();
                 c.start = 0;
                 c.head_scanned = 0;
-                // Give back what a large request made the buffer grow to.
-                if c.input.capacity() > 4 * INITIAL_INPUT {
-                    c.input = Vec::with_capacity(INITIAL_INPUT);
+                // An idle connection keeps no input buffer of its own (a lent one goes
+                // back at the end of the readiness event).
+                if !c.input_lent && c.input.capacity() > 0 {
+                    c.input = Vec::new();
                 }
                 return Next::Read;
             }
