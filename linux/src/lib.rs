@@ -1,9 +1,11 @@
 //! keel-linux: thin, safe wrappers over the Linux system calls keel's I/O layers need.
 //!
 //! What it does: owned file descriptors, epoll, TCP sockets (`socket`, `bind`, `listen`,
-//! `accept4`, socket options), UDP and Unix-domain sockets, random bytes (`getrandom`),
-//! entering a network namespace (`setns`), `read`/`write`/`writev`, signals delivered through a
-//! `signalfd`, `RLIMIT_NOFILE`, and `fork`/`waitpid`/`kill` for prefork workers.
+//! `accept4`, socket options), UDP and Unix-domain sockets, opening files beneath a
+//! directory with no way out of it (`openat2` with `RESOLVE_BENEATH`), random bytes
+//! (`getrandom`), entering a network namespace (`setns`), `read`/`write`/`writev`, signals
+//! delivered through a `signalfd`, `RLIMIT_NOFILE`, and `fork`/`waitpid`/`kill` for
+//! prefork workers.
 //!
 //! What it does not do: no buffering, no event loop, no protocol. Every function is one
 //! system call (or a fixed, documented handful), returns [`std::io::Result`], and retries
@@ -31,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod epoll;
+pub mod fs;
 pub mod io;
 pub mod netns;
 pub mod process;
