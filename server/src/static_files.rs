@@ -5,12 +5,14 @@
 
 use crate::{Handler, Request, Response, StatusCode};
 use keel_http::HttpDate;
+use keel_linux::fs::{open_beneath, open_dir, Access};
+use keel_linux::OwnedFd;
 use std::ffi::OsStr;
-use std::fs::{File, Metadata, OpenOptions};
+use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Serves the files under one directory; a [`Handler`].
@@ -21,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// |--------------------------------------------------------------|--------------------------------------------|
 /// | a method other than `GET` and `HEAD`                         | `405`, `Allow: GET, HEAD`                  |
 /// | a hostile or malformed path (see below)                      | `400`                                      |
-/// | a path that resolves outside the root (a symlink out of it)  | `404`                                      |
+/// | a path out of the root by a symlink, or by an absolute one   | `404`                                      |
 /// | a missing file, or one that is not a regular file            | `404`                                      |
 /// | a file the server may not read                               | `403`                                      |
 /// | any other I/O error                                          | `500`                                      |
@@ -43,14 +45,32 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// sending, RFC 3986 §5.2.4), an encoded slash (`%2F`), a backslash (raw or `%5C`), or a
 /// `%` not followed by two hex digits. nginx answers `400` to a `..` that climbs out of
 /// its root as well. Empty segments (`//`) and `.` segments are dropped, so `//etc/passwd`
-/// looks for `etc/passwd` under the root. What is left is joined to the root, the result
-/// is canonicalized (every symlink followed) and served only if it is still under the
-/// canonical root; a symlink that leads out of the root gets `404`, one that stays inside
-/// it is followed. Files whose names start with `.` are served like any other.
+/// looks for `etc/passwd` under the root. Files whose names start with `.` are served
+/// like any other.
+///
+/// What is left is looked up and opened by the kernel relative to a handle on the root
+/// directory, held since [`StaticFiles::new`], in one step that cannot leave the root
+/// (`openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, see
+/// [`keel_linux::fs::open_beneath`]). Nothing outside the root is ever served, even while
+/// someone who can write inside the tree renames or swaps directories and symlinks
+/// during a request:
+///
+/// - a relative symlink that stays inside the root is followed (`a -> b/c.txt`,
+///   `sub/x -> ../y`), the last component's as well;
+/// - a symlink whose `..` climbs out of the root gets `404`;
+/// - an *absolute* symlink gets `404`, even one that points back inside the root: the
+///   kernel refuses absolute targets beneath a directory handle. Use relative symlinks
+///   inside a served tree;
+/// - "magic links" (`/proc/<pid>/fd/N` and the like) get `404`;
+/// - mount points inside the tree are crossed.
+///
+/// This needs Linux 5.6 or later (`openat2`); [`StaticFiles::new`] fails on an older
+/// kernel rather than fall back to a lookup that could be raced.
 ///
 /// # Fields
 ///
-/// - `Content-Type` comes from the file name's extension (the `mime_guess` table), and is
+/// - `Content-Type` comes from the extension of the name in the request (or `index.html`),
+///   not of a symlink's target, as in nginx (the `mime_guess` table), and is
 ///   `application/octet-stream` for an unknown one. Like Go's `net/http` (and unlike
 ///   nginx, whose `charset` is off by default), `text/*` types and JavaScript get
 ///   `; charset=utf-8`, so browsers do not fall back to windows-1252.
@@ -102,13 +122,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// }
 /// ```
 ///
-/// Each request costs a `realpath` (one `lstat` per path component), a `stat`, an `open`
-/// and an `fstat` on the worker's thread: fast for files in the page cache, but a cold
-/// disk stalls the worker's other connections meanwhile.
+/// Each file costs two `openat2` and two `fstat` on the worker's thread (a look at the
+/// file through an `O_PATH` handle, so that FIFOs and devices are never opened, then the
+/// open for reading), a directory's `index.html` one more of each: fast for files in the
+/// page cache, but a cold disk stalls the worker's other connections meanwhile.
 #[derive(Debug, Clone)]
 pub struct StaticFiles {
-    /// Canonical: absolute, no symlinks, no `.` or `..`.
+    /// Canonical: absolute, no symlinks, no `.` or `..`. For [`StaticFiles::root`] only:
+    /// files are looked up through `dir`.
     root: PathBuf,
+    /// The root directory, opened once by [`StaticFiles::new`] (`O_PATH | O_DIRECTORY |
+    /// O_CLOEXEC`); shared by the clones, and by the workers forked after it.
+    dir: Arc<OwnedFd>,
     /// Stripped from the request path by [`Handler::handle`]: empty, or `/` followed by
     /// at least one byte and not ending with `/`.
     prefix: Box<[u8]>,
@@ -118,23 +143,41 @@ pub struct StaticFiles {
 const ALLOW: &str = "GET, HEAD";
 
 impl StaticFiles {
-    /// Serves the files under `root`, which is canonicalized once, here: later changes to
-    /// symlinks along `root` itself do not move it.
+    /// Serves the files under `root`, which is canonicalized and opened once, here: the
+    /// directory handle is kept, so later renames or symlink changes along `root` itself
+    /// do not move it.
     ///
     /// # Errors
     ///
-    /// The error of `canonicalize` (`root` missing, unreadable, ...), or an error of kind
-    /// [`io::ErrorKind::NotADirectory`] when `root` is not a directory.
+    /// - the error of `canonicalize` or `open` (`root` missing, unreadable, ...);
+    /// - an error of kind [`io::ErrorKind::NotADirectory`] when `root` is not a directory;
+    /// - an error of kind [`io::ErrorKind::Unsupported`] when the kernel has no
+    ///   `openat2(2)` (before Linux 5.6, or hidden by a seccomp filter): there is no
+    ///   fallback, as a lookup by name could be raced out of the root.
     pub fn new(root: impl Into<PathBuf>) -> io::Result<StaticFiles> {
         let root = std::fs::canonicalize(root.into())?;
-        if !std::fs::metadata(&root)?.is_dir() {
-            return Err(io::Error::new(
+        let dir = open_dir(&root).map_err(|e| match e.kind() {
+            io::ErrorKind::NotADirectory => io::Error::new(
                 io::ErrorKind::NotADirectory,
                 format!("{} is not a directory", root.display()),
-            ));
+            ),
+            _ => e,
+        })?;
+        // Find out now, not on the first request, whether the kernel has openat2.
+        if let Err(e) = open_beneath(&dir, Path::new("."), Access::Path) {
+            return Err(if e.raw_os_error() == Some(libc::ENOSYS) {
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "openat2(2) is not available (Linux 5.6 or later is needed): \
+                     StaticFiles cannot keep lookups inside its root without it",
+                )
+            } else {
+                io::Error::new(e.kind(), format!("openat2(2) on {}: {e}", root.display()))
+            });
         }
         Ok(StaticFiles {
             root,
+            dir: Arc::new(dir),
             prefix: Box::default(),
         })
     }
@@ -156,7 +199,7 @@ impl StaticFiles {
         self
     }
 
-    /// The canonical root directory.
+    /// The canonical root directory, as it was when [`StaticFiles::new`] opened it.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -227,35 +270,40 @@ impl StaticFiles {
         }
     }
 
-    /// Resolves `rel` (relative, no `..`) under the root and opens it. `slash`: the
+    /// Looks `rel` (relative, no `..`) up beneath the root and opens it. `slash`: the
     /// request path ends with `/`; `now`: the current time, for `Last-Modified`.
     fn open(&self, rel: &Path, slash: bool, now: SystemTime) -> Result<Opened, StatusCode> {
-        let target = self.resolve(&self.root.join(rel))?;
-        let meta = std::fs::metadata(&target).map_err(|e| status_for(&e))?;
+        let rel = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        // A look first, through an O_PATH handle: FIFOs, sockets and devices are never
+        // opened (no driver `open`), and a directory needs no read permission.
+        let meta = self.metadata(rel)?;
         let path = if meta.is_dir() {
             if !slash {
                 return Ok(Opened::Directory);
             }
-            let index = self.resolve(&target.join("index.html"))?;
-            let meta = std::fs::metadata(&index).map_err(|e| status_for(&e))?;
-            if !meta.is_file() {
+            // Beneath the root, not the directory's handle: an `index.html` symlink may
+            // lead anywhere inside the root, and nowhere outside it even should the
+            // directory have been moved out since.
+            let index = rel.join("index.html");
+            if !self.metadata(&index)?.is_file() {
                 return Err(StatusCode::NOT_FOUND);
             }
             index
         } else if !meta.is_file() || slash {
-            // FIFOs, sockets and devices are never opened; a file is not a directory.
+            // A file is not a directory.
             return Err(StatusCode::NOT_FOUND);
         } else {
-            target
+            rel.to_path_buf()
         };
-        // O_NONBLOCK: should a FIFO replace the file after the check above, opening it
-        // does not wait for a writer. O_NOFOLLOW: nor does a symlink put there since
-        // get followed. The fstat below is the check that counts.
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(|e| status_for(&e))?;
+        // Opened beneath the root again, for reading: whatever the name leads to now, it
+        // is inside the root. O_NONBLOCK: should a FIFO replace the file since the look
+        // above, opening it does not wait for a writer. The fstat below is the check
+        // that counts, and its metadata is the file's that is sent.
+        let file = File::from(self.open_beneath(&path, Access::Read)?);
         let meta = file.metadata().map_err(|e| status_for(&e))?;
         if !meta.is_file() {
             return Err(StatusCode::NOT_FOUND);
@@ -263,13 +311,24 @@ impl StaticFiles {
         Ok(Opened::File(file, Validators::new(&meta, now), path))
     }
 
-    /// Canonicalizes `path` and checks that it is still under the root.
-    fn resolve(&self, path: &Path) -> Result<PathBuf, StatusCode> {
-        let canonical = std::fs::canonicalize(path).map_err(|e| status_for(&e))?;
-        if canonical.starts_with(&self.root) {
-            Ok(canonical)
-        } else {
-            Err(StatusCode::NOT_FOUND)
+    /// The metadata of what `rel` leads to beneath the root, by `fstat` of an `O_PATH`
+    /// handle on it.
+    fn metadata(&self, rel: &Path) -> Result<Metadata, StatusCode> {
+        // A `File` for its `metadata` only: `fstat` works on an `O_PATH` descriptor.
+        let handle = File::from(self.open_beneath(rel, Access::Path)?);
+        handle.metadata().map_err(|e| status_for(&e))
+    }
+
+    /// [`open_beneath`] the root, retried a few times on `EAGAIN` (a rename or a mount
+    /// raced with a `..` inside a symlink, and the kernel could not tell whether the
+    /// lookup stayed beneath the root).
+    fn open_beneath(&self, rel: &Path, access: Access) -> Result<OwnedFd, StatusCode> {
+        let mut retries = 3;
+        loop {
+            match open_beneath(&*self.dir, rel, access) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && retries > 0 => retries -= 1,
+                result => return result.map_err(|e| status_for(&e)),
+            }
         }
     }
 }
@@ -292,8 +351,8 @@ impl Handler for StaticFiles {
 
 /// What [`StaticFiles::open`] found.
 enum Opened {
-    /// A regular file, open, with its validators (from its `fstat`) and the canonical
-    /// path it was opened by.
+    /// A regular file, open, with its validators (from its `fstat`) and the path
+    /// (relative to the root) it was opened by.
     File(File, Validators, PathBuf),
     /// A directory asked for without a trailing slash: redirect.
     Directory,
@@ -305,8 +364,12 @@ fn status_for(e: &io::Error) -> StatusCode {
         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => StatusCode::NOT_FOUND,
         io::ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
         _ => match e.raw_os_error() {
-            // A symlink loop, a name too long: nothing to serve there.
-            Some(libc::ELOOP | libc::ENAMETOOLONG) => StatusCode::NOT_FOUND,
+            // A way out of the root (`..` or an absolute symlink: EXDEV; a magic link:
+            // ELOOP), a symlink loop, a name too long, a socket opened for reading (ENXIO):
+            // nothing to serve there.
+            Some(libc::EXDEV | libc::ELOOP | libc::ENAMETOOLONG | libc::ENXIO) => {
+                StatusCode::NOT_FOUND
+            }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         },
     }

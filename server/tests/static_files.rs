@@ -4,7 +4,7 @@
 
 mod util;
 
-use std::io::Read;
+use std::io::{self, Read};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use util::*;
@@ -107,7 +107,7 @@ impl Client {
     /// Sends `method target` with `fields` and reads a response with its body.
     fn request(&mut self, method: &str, target: &str, fields: &[&str]) -> Resp {
         send(&mut self.s, &request(method, target, fields));
-        read_response(&mut self.s, &mut self.buf).expect("a response")
+        read_response(&mut Uninterrupted(&mut self.s), &mut self.buf).expect("a response")
     }
 
     fn get(&mut self, target: &str, fields: &[&str]) -> Resp {
@@ -119,7 +119,9 @@ impl Client {
         send(&mut self.s, &request("HEAD", target, fields));
         while find(&self.buf, b"\r\n\r\n").is_none() {
             let mut chunk = [0u8; 4096];
-            let n = self.s.read(&mut chunk).expect("read head");
+            let n = Uninterrupted(&mut self.s)
+                .read(&mut chunk)
+                .expect("read head");
             assert!(n > 0, "closed inside a head");
             self.buf.extend_from_slice(&chunk[..n]);
         }
@@ -140,6 +142,23 @@ impl Client {
             status,
             headers,
             body: Vec::new(),
+        }
+    }
+}
+
+/// Reads from a socket, retrying a read that fails with `EINTR`. A socket with a read
+/// timeout (as [`ServerProcess::connect`] sets) is not restarted after a stop: when the
+/// test process is stopped and continued, or frozen and thawed by a cgroup freezer, a
+/// blocked `read` returns `EINTR` with no signal handler involved (signal(7)).
+struct Uninterrupted<'a>(&'a mut TcpStream);
+
+impl Read for Uninterrupted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.0.read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                result => return result,
+            }
         }
     }
 }
@@ -527,4 +546,165 @@ fn unreadable_file_is_forbidden() {
     let r = c.get("/locked.txt", &[]);
     assert_status(&r, 403, "mode 000");
     assert!(r.body.is_empty());
+}
+
+/// Relative symlinks are followed wherever they lead inside the root, `..` included, for
+/// files, directories and `index.html`; absolute ones are refused (`404`), even when
+/// they point back inside the root; so are loops.
+#[test]
+fn relative_symlinks_inside_are_followed_absolute_ones_refused() {
+    use std::os::unix::fs::symlink;
+    let tree = Tree::new("links");
+    let root = tree.root();
+    symlink("../hello.txt", root.join("sub/up.txt")).unwrap();
+    symlink("sub", root.join("sub_link")).unwrap();
+    std::fs::create_dir(root.join("linked")).unwrap();
+    symlink("../sub/page.html", root.join("linked/index.html")).unwrap();
+    symlink(root.join("hello.txt"), root.join("abs_file")).unwrap();
+    symlink(root.join("sub"), root.join("abs_dir")).unwrap();
+    symlink("loop", root.join("loop")).unwrap();
+    let server = tree.start(&[]);
+    let mut c = Client::new(&server);
+    for (target, body) in [
+        ("/sub/up.txt", HELLO),
+        ("/sub_link/page.html", b"<p>page</p>"),
+        ("/sub_link/", SUB_INDEX),
+        ("/linked/", b"<p>page</p>"),
+    ] {
+        let r = c.get(target, &[]);
+        assert_status(&r, 200, target);
+        assert_eq!(r.body, body, "{target}");
+    }
+    let r = c.get("/sub_link", &[]);
+    assert_status(&r, 301, "a symlink to a directory");
+    assert_eq!(r.header("Location"), Some("/sub_link/"));
+    for target in ["/abs_file", "/abs_dir/page.html", "/abs_dir/", "/loop"] {
+        let r = c.get(target, &[]);
+        assert_status(&r, 404, target);
+        assert!(r.body.is_empty(), "{target}: {r:?}");
+    }
+}
+
+/// A directory along the requested path swapped for a symlink out of the root, between
+/// the server's checks and its open: `renameat2(RENAME_EXCHANGE)` on `realsub` (a
+/// directory in the root) and `evil` (a relative symlink to a directory outside it,
+/// holding files of the same names), over and over, while keep-alive requests for
+/// `/realsub/x` and `/realsub/` (its `index.html`) run. Every answer must be the file
+/// inside the root or an empty `404`: not one byte of the files outside may be served.
+/// Bounded to 20,000 requests or 10 s.
+#[test]
+fn swapping_a_directory_for_a_symlink_out_of_the_root_never_leaks() {
+    use std::time::{Duration, Instant};
+
+    const INSIDE: &[u8] = b"inside the root\n";
+    const OUTSIDE: &[u8] = b"RACE SECRET";
+    let tree = Tree::new("race");
+    let (root, outside) = (tree.root(), tree.base.join("outside_race"));
+    std::fs::create_dir(root.join("realsub")).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    for name in ["x", "index.html"] {
+        std::fs::write(root.join("realsub").join(name), INSIDE).unwrap();
+        std::fs::write(outside.join(name), OUTSIDE).unwrap();
+    }
+    std::os::unix::fs::symlink("../outside_race", root.join("evil")).unwrap();
+    let server = tree.start(&[]);
+    let mut c = Client::new(&server);
+    let targets = ["/realsub/x", "/realsub/"];
+    for target in targets {
+        let r = c.get(target, &[]);
+        assert_status(&r, 200, target);
+        assert_eq!(r.body, INSIDE, "{target}");
+    }
+    for target in ["/evil/x", "/evil/"] {
+        assert_status(&c.get(target, &[]), 404, target);
+    }
+
+    let swapper = Swapper::start(root.join("realsub"), root.join("evil"));
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut requests, mut served, mut not_found, mut bad) = (0usize, 0u32, 0u32, None);
+    while requests < 20_000 && Instant::now() < deadline {
+        let target = targets[requests % targets.len()];
+        let r = c.get(target, &[]);
+        requests += 1;
+        match r.status {
+            200 if r.body == INSIDE => served += 1,
+            404 if r.body.is_empty() => not_found += 1,
+            _ => {
+                bad = Some((target, r));
+                break;
+            }
+        }
+    }
+    let swaps = swapper.finish();
+    eprintln!("race: {requests} requests, {served} x 200, {not_found} x 404, {swaps} swaps");
+    if let Some((target, r)) = bad {
+        let what = if find(&r.body, OUTSIDE).is_some() {
+            "served a file outside the root"
+        } else {
+            "got an unexpected answer"
+        };
+        panic!("request {requests} ({target}), after {swaps} swaps, {what}: {r:?}");
+    }
+    assert!(
+        swaps > 0 && served > 0 && not_found > 0,
+        "the race did not run"
+    );
+    for target in targets {
+        let r = c.get(target, &[]);
+        assert_status(&r, 200, target);
+        assert_eq!(r.body, INSIDE, "{target} after the race");
+    }
+}
+
+/// A thread exchanging two paths with `renameat2(RENAME_EXCHANGE)` as fast as it can,
+/// stopped and joined by [`Swapper::finish`] or, should the test panic first, on drop
+/// (before the tree it works in is removed).
+struct Swapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Swapper {
+    fn start(a: PathBuf, b: PathBuf) -> Swapper {
+        use rustix::fs::{renameat_with, RenameFlags, CWD};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let exchange =
+                || renameat_with(CWD, &a, CWD, &b, RenameFlags::EXCHANGE).expect("renameat2");
+            let mut swaps = 0u64;
+            while !stopped.load(Ordering::Relaxed) {
+                exchange();
+                swaps += 1;
+            }
+            // An even number of exchanges puts everything back.
+            if swaps % 2 == 1 {
+                exchange();
+            }
+            swaps
+        });
+        Swapper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the thread, waits for it to put the paths back, returns how many exchanges
+    /// it made.
+    fn finish(mut self) -> u64 {
+        self.stop_and_join().expect("the swapper panicked")
+    }
+
+    fn stop_and_join(&mut self) -> Option<u64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().and_then(|t| t.join().ok())
+    }
+}
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
 }
