@@ -37,7 +37,10 @@ fn probe_while(server: &ServerProcess, path: &str, running: &AtomicBool) -> (Dur
 }
 
 fn check(slowest: Duration, answered: usize, what: &str) {
-    assert!(answered >= 5, "{what}: only {answered} probes answered during the flood");
+    assert!(
+        answered >= 5,
+        "{what}: only {answered} probes answered during the flood"
+    );
     assert!(
         slowest < Duration::from_secs(1),
         "{what}: another client waited {slowest:?} for a one-line answer"
