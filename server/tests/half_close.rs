@@ -13,7 +13,8 @@ use util::*;
 fn read_all_responses(s: &mut std::net::TcpStream) -> Vec<Resp> {
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut all = Vec::new();
-    s.read_to_end(&mut all).expect("read until the server closes");
+    s.read_to_end(&mut all)
+        .expect("read until the server closes");
     let mut cursor = std::io::Cursor::new(all);
     let mut buf = Vec::new();
     let mut out = Vec::new();
