@@ -14,11 +14,17 @@ declare -A packages=(
   [ip]=iproute2
   [unshare]=util-linux
   [prlimit]=util-linux
+  [setpriv]=util-linux
+  [pkg-config]=pkg-config
 )
 missing=()
 for tool in "${!packages[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("${packages[$tool]}")
 done
+# keel-tls builds against the system OpenSSL (the openssl crate, not vendored).
+if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists openssl; }; then
+  missing+=(libssl-dev)
+fi
 if ((${#missing[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${missing[*]}"

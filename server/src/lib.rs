@@ -20,7 +20,10 @@
 //!
 //! A handler must not block: one slow handler stalls every connection of its worker.
 //! Work that waits goes in a [`BodyStream`] that returns [`StreamPoll::Pending`] and is
-//! woken by a [`Waker`] from another thread.
+//! woken by a [`Waker`] from another thread. A handler that panics ends its worker
+//! process (and with `panic = "abort"`, as in keel's release profile, nothing can catch
+//! it): every connection of that worker is dropped and the parent starts a new one, with
+//! backoff if it keeps dying. Return an error status instead of panicking.
 //!
 //! ```no_run
 //! use keel_server::{Config, Request, Response, Server};
@@ -28,16 +31,20 @@
 //! fn main() -> Result<(), keel_server::Error> {
 //!     let config = Config::new("127.0.0.1:8080".parse().unwrap());
 //!     let server = Server::bind(config)?;
-//!     println!("listening on {}", server.local_addr());
-//!     server.run(|| {
-//!         |req: &Request<'_>, res: &mut Response| {
-//!             if req.path() == b"/" {
-//!                 res.header("Content-Type", "text/plain").body(b"Hello, World!");
-//!             } else {
-//!                 res.set_status(keel_http::StatusCode::NOT_FOUND);
+//!     let addr = server.local_addr();
+//!     server.run_with_ready(
+//!         || {
+//!             |req: &Request<'_>, res: &mut Response| {
+//!                 if req.path() == b"/" {
+//!                     res.header("Content-Type", "text/plain").body(b"Hello, World!");
+//!                 } else {
+//!                     res.set_status(keel_http::StatusCode::NOT_FOUND);
+//!                 }
 //!             }
-//!         }
-//!     })
+//!         },
+//!         // Once every worker listens.
+//!         || println!("listening on {addr}"),
+//!     )
 //! }
 //! ```
 #![doc(test(attr(deny(warnings))))]
