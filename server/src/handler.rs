@@ -212,6 +212,16 @@ impl Response {
         self
     }
 
+    /// The status actually sent: the one set, or 500 when the response was invalid (a
+    /// bad field, or a 1xx status).
+    pub(crate) fn final_status(&self) -> StatusCode {
+        if self.invalid_field || self.status.as_u16() < 200 {
+            StatusCode::INTERNAL_SERVER_ERROR
+        } else {
+            self.status
+        }
+    }
+
     pub(crate) fn wants_close(&self) -> bool {
         self.close
     }
@@ -509,7 +519,9 @@ macro_rules! header {
 /// serves every connection of that worker, one request at a time.
 ///
 /// `handle` runs on the worker's only thread, inside its event loop: it must not block
-/// (no sleeping, no blocking I/O), or every connection of the worker waits.
+/// (no sleeping, no blocking I/O), or every connection of the worker waits. It must not
+/// panic either: a panic ends the worker process and drops all its connections (the
+/// parent starts a new worker); answer an error status instead.
 ///
 /// Any `FnMut(&Request, &mut Response)` closure is a handler.
 pub trait Handler {

@@ -1464,17 +1464,17 @@ impl<'t, H: Handler> Worker<'t, H> {
                 http10 && !close,
                 !http10,
             );
+            if config.access_log {
+                if log.len() < MAX_LOG_BUFFER {
+                    access_log_line(log, c.peer, date, &req, response, head_only);
+                } else {
+                    *log_dropped += 1;
+                }
+            }
             // Taken either way: a file or stream not sent (HEAD, 304) is dropped now.
             if let Some(source) = response.take_source() {
                 if has_source {
                     c.source = Some(Active::new(source, !http10));
-                }
-            }
-            if config.access_log {
-                if log.len() < MAX_LOG_BUFFER {
-                    access_log_line(log, c.peer, date, &req, response);
-                } else {
-                    *log_dropped += 1;
                 }
             }
             c.start += consumed;
@@ -1492,14 +1492,17 @@ impl<'t, H: Handler> Worker<'t, H> {
 }
 
 /// Appends one access log line in the Common Log Format:
-/// `client - - [06/Nov/1994:08:49:37 +0000] "GET /path HTTP/1.1" 200 13`; the request-line
-/// bytes are escaped so a peer cannot forge log lines.
+/// `client - - [06/Nov/1994:08:49:37 +0000] "GET /path HTTP/1.1" 200 13`: the status sent
+/// and the body bytes sent (a file's or range's length; 0 for HEAD, 204, 304; 0 for a
+/// stream of unknown length); the request-line bytes are escaped so a peer cannot forge
+/// log lines.
 fn access_log_line(
     log: &mut Vec<u8>,
     peer: Option<std::net::SocketAddr>,
     date: &Prefix,
     req: &keel_http::Request<'_>,
     res: &Response,
+    head_only: bool,
 ) {
     use std::io::Write;
     let peer = peer.map_or_else(|| "-".to_string(), |p| p.ip().to_string());
@@ -1519,7 +1522,13 @@ fn access_log_line(
             }
         }
     }
-    let _ = writeln!(log, "\" {} {}", res.status().as_u16(), res.body_len());
+    let status = res.final_status().as_u16();
+    let bytes = if head_only || matches!(status, 204 | 304) || res.final_status() != res.status() {
+        0
+    } else {
+        res.body_len()
+    };
+    let _ = writeln!(log, "\" {status} {bytes}");
 }
 
 /// Whether `buf` may hold the end of a head (an empty line) in bytes not yet searched:
