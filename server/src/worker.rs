@@ -117,7 +117,14 @@ struct Tls {
     out_sent: usize,
     /// The client sent close_notify: it sends nothing more.
     peer_closed: bool,
+    /// Bytes arrived on the connection (the first read is checked for plaintext HTTP).
+    received_any: bool,
 }
+
+/// The answer to a plaintext HTTP request on an HTTPS port; then the connection closes.
+const PLAIN_HTTP_TO_HTTPS: &[u8] = b"HTTP/1.1 400 Bad Request\r\nServer: keel\r\n\
+Content-Type: text/plain\r\nContent-Length: 46\r\nConnection: close\r\n\r\n\
+The plain HTTP request was sent to HTTPS port\n";
 
 /// How much ciphertext one read takes from an HTTPS connection (one full TLS record and
 /// its header fit).
@@ -741,6 +748,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                             out: Vec::new(),
                             out_sent: 0,
                             peer_closed: false,
+                            received_any: false,
                         })
                     });
                     if self.config.access_log {
@@ -1592,6 +1600,19 @@ fn read_tls(c: &mut Conn, buf: &mut [u8]) -> io::Result<usize> {
             // the same as a plain close (RFC 9112 §9.8).
             let _ = tls.session.handle_eof();
             return Ok(0);
+        }
+        if !tls.received_any {
+            tls.received_any = true;
+            // A TLS connection starts with a handshake record (content type 22); a
+            // capital letter is a plaintext request-line. Say so in plaintext, as nginx
+            // does, instead of a TLS alert the client cannot read.
+            if buf[0].is_ascii_uppercase() {
+                let _ = lio::write(&c.fd, PLAIN_HTTP_TO_HTTPS);
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "plain HTTP request to an HTTPS port",
+                ));
+            }
         }
         let mut fed = 0;
         while fed < n {

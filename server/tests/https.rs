@@ -294,7 +294,7 @@ fn openssl_s_client_negotiates_http11_and_gets_pipelined_answers() {
 }
 
 #[test]
-fn plain_http_to_the_https_port_is_closed_and_the_server_goes_on() {
+fn plain_http_to_the_https_port_gets_400_and_the_server_goes_on() {
     let dir = pki();
     let server = start_https(&dir);
     let mut s = server.connect();
@@ -302,9 +302,13 @@ fn plain_http_to_the_https_port_is_closed_and_the_server_goes_on() {
     send(&mut s, b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
     let mut got = Vec::new();
     let _ = s.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    // As nginx: a plaintext 400 saying what happened, then the close.
     assert!(
-        !String::from_utf8_lossy(&got).contains("200 OK"),
-        "no HTTP answer to plaintext: {got:?}"
+        text.starts_with("HTTP/1.1 400 Bad Request\r\n")
+            && text.contains("Connection: close\r\n")
+            && text.ends_with("\r\n\r\nThe plain HTTP request was sent to HTTPS port\n"),
+        "{text:?}"
     );
     // A garbage ClientHello-like record too.
     let mut s = server.connect();
