@@ -56,17 +56,16 @@ byte_table! {
     /// never part of a request-target. Space, controls, DEL and non-ASCII bytes
     /// are excluded.
     ///
-    /// The parser scans with the equivalent `is_not_target`, which the
-    /// compiler can vectorize; this table is the reference it is tested
-    /// against.
+    /// The parser scans for the equivalent `NotTarget` byte class; this
+    /// table is the reference it is tested against.
     #[cfg(test)]
     pub(crate) static REQUEST_TARGET = |b| b >= 0x21 && b <= 0x7e && b != b'#';
 }
 
 byte_table! {
     /// [`REQUEST_TARGET`] bytes other than `?`: the bytes of an origin-form
-    /// path, so one scan finds where the query starts. Scanned with the
-    /// equivalent `is_not_target_path`; this is its reference.
+    /// path, so one scan finds where the query starts. Scanned for with the
+    /// equivalent `NotTargetPath` byte class; this is its reference.
     #[cfg(test)]
     pub(crate) static REQUEST_TARGET_PATH = |b| b >= 0x21 && b <= 0x7e && b != b'#' && b != b'?';
 }
@@ -149,202 +148,387 @@ pub(crate) fn trim_ows(mut bytes: &[u8]) -> &[u8] {
     bytes
 }
 
-// Scanning sixteen bytes at a time. `flags` applies a byte predicate to a
-// 16-byte block without branches, which the compiler turns into a handful of
-// SSE2 instructions on x86-64 (and plain code elsewhere); the result has
-// 0xff in every byte where the predicate holds, so `trailing_zeros() / 8` is
-// the index of the first such byte. The predicates below are written with
-// wrapping range checks so they vectorize, and the same functions check the
-// few bytes that do not fill a block, so both agree by construction.
+// ---- Scanning ----------------------------------------------------------
+//
+// The scans below look for the first byte of some class, sixteen bytes at a
+// time. Each class is written twice, and the tests check that the two agree
+// for every byte value in every lane:
+//
+// - `ByteClass::byte`, a branch-free byte predicate with wrapping range
+//   checks. `ByteClass::any` or-s it over a block of sixteen bytes into one
+//   `bool`, without an early exit, which the compiler turns into a few SSE2
+//   instructions ending in one `pmovmskb` and a branch on x86-64 (plain code
+//   elsewhere). It skips the blocks without such a byte.
+// - `ByteClass::lanes`, the same predicate on eight bytes at a time read as
+//   a little-endian `u64` (SWAR): every byte is a lane, no carry or borrow
+//   crosses from one lane into the next, so the high bit of each lane is
+//   exact. `ByteClass::first_in_block` finds the first flagged lane of the
+//   block that has one with it, reading the words straight from memory: the
+//   vector compare's result would have to go through memory to reach a
+//   general register (there is no portable movemask), which costs more than
+//   the few integer instructions and stalls the scan behind it.
 
-/// Lane `i` of the result (byte `i`, little-endian) is `0xff` if
-/// `pred(block[i])`, else `0`.
+/// `0x01` in every lane of a word.
+const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+/// The high bit of every lane.
+const HIGHS: u64 = ONES << 7;
+/// The low seven bits of every lane.
+const LOW7: u64 = !HIGHS;
+
+/// `byte` in every lane.
 #[inline(always)]
-fn flags(block: &[u8; 16], pred: impl Fn(u8) -> bool) -> u128 {
-    let mut flags = [0u8; 16];
-    for (flag, &b) in flags.iter_mut().zip(block) {
-        *flag = 0u8.wrapping_sub(u8::from(pred(b)));
-    }
-    u128::from_le_bytes(flags)
+const fn splat(byte: u8) -> u64 {
+    ONES * byte as u64
 }
 
-/// `0x01` in every byte of a word.
-const ONES: u64 = 0x0101_0101_0101_0101;
-/// The high bit of every byte of a word.
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// Index of the first byte of a word (read little-endian) whose high bit is
-/// set in non-zero `mask`.
+/// For `a` with every high bit clear: the high bit of each lane is set
+/// where that lane is below `byte` (`byte` in `1..=0x80`). Adding `0x80 -
+/// byte` to a lane of at most `0x7f` never carries out of it.
 #[inline(always)]
-fn first_flagged(mask: u64) -> usize {
-    (mask.trailing_zeros() / 8) as usize
+fn lanes_below(a: u64, byte: u8) -> u64 {
+    !(a + splat(0x80 - byte))
 }
 
-/// Index of the first flagged lane of `flags`, or 16 if none.
+/// For `a` with every high bit clear: the high bit of each lane is set
+/// where that lane is at least `byte` (`byte` in `1..=0x80`).
 #[inline(always)]
-fn first_flag(flags: u128) -> usize {
-    (flags.trailing_zeros() / 8) as usize
+fn lanes_at_least(a: u64, byte: u8) -> u64 {
+    a + splat(0x80 - byte)
 }
 
-/// Offset of the first byte at or after `from` in `bytes` for which `pred`
-/// holds, or `bytes.len()`. The caller guarantees that no byte before `from`
-/// satisfies `pred`, so the last, partial block can be checked as the
-/// (overlapping) last 16 bytes of `bytes`.
+/// For `a` with every high bit clear: the high bit of each lane is set
+/// where that lane equals `byte` (an ASCII byte). The xor leaves a lane of
+/// at most `0x7f`, which plus `0x7f` reaches the high bit unless it is 0.
 #[inline(always)]
-fn position_from(bytes: &[u8], from: usize, pred: impl Fn(u8) -> bool + Copy) -> usize {
-    let Some(mut rest) = bytes.get(from..) else {
-        return from;
-    };
-    while let Some((block, tail)) = rest.split_first_chunk::<16>() {
-        let found = flags(block, pred);
-        if found != 0 {
-            return bytes.len() - rest.len() + first_flag(found);
-        }
-        rest = tail;
+fn lanes_equal(a: u64, byte: u8) -> u64 {
+    !((a ^ splat(byte)) + LOW7)
+}
+
+/// Index of the lowest lane of `lanes` with its high bit set, 8 if none.
+#[inline(always)]
+fn first_lane(lanes: u64) -> usize {
+    ((lanes & HIGHS).trailing_zeros() / 8) as usize
+}
+
+/// A class of bytes a scan looks for.
+trait ByteClass {
+    /// `true` if `b` is in the class.
+    fn byte(b: u8) -> bool;
+
+    /// The high bit of each lane of `x` whose byte is in the class is set;
+    /// the other bits of the result mean nothing.
+    fn lanes(x: u64) -> u64;
+
+    /// `true` if any byte of `block` is in the class.
+    #[inline(always)]
+    fn any(block: &[u8; 16]) -> bool {
+        block.iter().fold(false, |found, &b| found | Self::byte(b))
     }
-    if rest.is_empty() {
-        return bytes.len();
+
+    /// Index of the first byte of `block` in the class, or 16 if none.
+    #[inline(always)]
+    fn first_in_block(block: &[u8; 16]) -> usize {
+        Self::first_in_block_from(block, 0)
     }
-    if let Some(block) = bytes.last_chunk::<16>() {
-        let found = flags(block, pred);
-        return if found == 0 {
-            bytes.len()
-        } else {
-            bytes.len() - 16 + first_flag(found)
+
+    /// Index of the first byte of `block` at or after `from` (below 16) in
+    /// the class, or 16 if none.
+    #[inline(always)]
+    fn first_in_block_from(block: &[u8; 16], from: usize) -> usize {
+        let (Some(low), Some(high)) = (block.first_chunk::<8>(), block.last_chunk::<8>()) else {
+            return 16;
         };
+        let skip = |lanes: u64, from: usize| {
+            lanes & HIGHS & u64::MAX.checked_shl(8 * from as u32).unwrap_or(0)
+        };
+        match skip(Self::lanes(u64::from_le_bytes(*low)), from) {
+            0 => {
+                let from = from.saturating_sub(8);
+                8 + first_lane(skip(Self::lanes(u64::from_le_bytes(*high)), from))
+            }
+            lanes => first_lane(lanes),
+        }
     }
-    bytes.len() - rest.len() + rest.iter().position(|&b| pred(b)).unwrap_or(rest.len())
 }
 
 /// A control byte (`< 0x20`, HTAB, CR and LF included) or DEL: the bytes
 /// that end or invalidate a field value.
-#[inline(always)]
-fn is_control_or_del(b: u8) -> bool {
-    (b < 0x20) | (b == 0x7f)
+struct ControlOrDel;
+
+impl ByteClass for ControlOrDel {
+    #[inline(always)]
+    fn byte(b: u8) -> bool {
+        (b < 0x20) | (b == 0x7f)
+    }
+
+    #[inline(always)]
+    fn lanes(x: u64) -> u64 {
+        // ASCII lanes plus one, without their high bit: DEL becomes 0 and
+        // the controls 0x01..=0x20, every other byte 0x21..=0x7f.
+        let a = ((x & LOW7) + ONES) & LOW7;
+        lanes_below(a, 0x21) & !x
+    }
 }
 
 /// Not a `REQUEST_TARGET_PATH` byte (RFC 9112 §3.2): outside `%x21-7E`, or
 /// `#` or `?`.
-#[inline(always)]
-fn is_not_target_path(b: u8) -> bool {
-    (b.wrapping_sub(0x21) > 0x7e - 0x21) | (b == b'#') | (b == b'?')
+struct NotTargetPath;
+
+impl ByteClass for NotTargetPath {
+    #[inline(always)]
+    fn byte(b: u8) -> bool {
+        (b.wrapping_sub(0x21) > 0x7e - 0x21) | (b == b'#') | (b == b'?')
+    }
+
+    #[inline(always)]
+    fn lanes(x: u64) -> u64 {
+        let a = x & LOW7;
+        x | lanes_below(a, 0x21)
+            | lanes_at_least(a, 0x7f)
+            | lanes_equal(a, b'#')
+            | lanes_equal(a, b'?')
+    }
 }
 
 /// Not a `REQUEST_TARGET` byte (RFC 9112 §3.2): outside `%x21-7E`, or `#`.
-#[inline(always)]
-fn is_not_target(b: u8) -> bool {
-    (b.wrapping_sub(0x21) > 0x7e - 0x21) | (b == b'#')
+struct NotTarget;
+
+impl ByteClass for NotTarget {
+    #[inline(always)]
+    fn byte(b: u8) -> bool {
+        (b.wrapping_sub(0x21) > 0x7e - 0x21) | (b == b'#')
+    }
+
+    #[inline(always)]
+    fn lanes(x: u64) -> u64 {
+        let a = x & LOW7;
+        x | lanes_below(a, 0x21) | lanes_at_least(a, 0x7f) | lanes_equal(a, b'#')
+    }
 }
 
 /// Not one of the usual `Host` bytes (letters, digits, `-`, `.`, `:`), all
 /// of which are [`HOST`] bytes.
-#[inline(always)]
-fn is_not_usual_host(b: u8) -> bool {
-    ((b | 0x20).wrapping_sub(b'a') > b'z' - b'a')
-        & ((b.wrapping_sub(b'-') > b':' - b'-') | (b == b'/'))
+struct NotUsualHost;
+
+impl ByteClass for NotUsualHost {
+    #[inline(always)]
+    fn byte(b: u8) -> bool {
+        ((b | 0x20).wrapping_sub(b'a') > b'z' - b'a')
+            & ((b.wrapping_sub(b'-') > b':' - b'-') | (b == b'/'))
+    }
+
+    #[inline(always)]
+    fn lanes(x: u64) -> u64 {
+        let a = x & LOW7;
+        // Folded to lowercase, letters are 0x61..=0x7a.
+        let t = a | splat(0x20);
+        let letter = lanes_at_least(t, b'a') & lanes_below(t, b'z' + 1);
+        // `-`, `.`, digits and `:` are 0x2d..=0x3a, except `/`.
+        let punct_or_digit =
+            lanes_at_least(a, b'-') & lanes_below(a, b':' + 1) & !lanes_equal(a, b'/');
+        x | !(letter | punct_or_digit)
+    }
 }
 
-/// `true` if one of the `N` bytes is a control byte or DEL, without an
-/// early exit (so it is a few vector instructions).
+/// Neither a letter nor `-`: the first such byte ends the usual field name.
+struct NotLetterOrDash;
+
+impl ByteClass for NotLetterOrDash {
+    #[inline(always)]
+    fn byte(b: u8) -> bool {
+        ((b | 0x20).wrapping_sub(b'a') > b'z' - b'a') & (b != b'-')
+    }
+
+    #[inline(always)]
+    fn lanes(x: u64) -> u64 {
+        let a = x & LOW7;
+        let t = a | splat(0x20);
+        let letter = lanes_at_least(t, b'a') & lanes_below(t, b'z' + 1);
+        x | !(letter | lanes_equal(a, b'-'))
+    }
+}
+
+/// Index of the first byte at or after `from` in `bytes` that is in class
+/// `C`, or `bytes.len()` if none; `from` if it is past the end.
+///
+/// With `SHORT`, for scans that usually end within a block or two, every
+/// block goes straight to [`ByteClass::first_in_block`]; otherwise blocks
+/// are skipped with [`ByteClass::any`] first. (`SHORT` also suits classes
+/// whose `any` the compiler does not turn into one compare and `pmovmskb`.)
+/// A last block shorter than sixteen bytes is read as the (overlapping) last
+/// sixteen bytes of `bytes`, the bytes before `from` masked off, so only
+/// buffers shorter than a block are scanned byte by byte.
 #[inline(always)]
-fn any_control_or_del<const N: usize>(block: &[u8; N]) -> bool {
-    block
+fn find<C: ByteClass, const SHORT: bool>(bytes: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while let Some(block) = bytes.get(i..).and_then(<[u8]>::first_chunk::<16>) {
+        if SHORT {
+            match C::first_in_block(block) {
+                16 => i += 16,
+                at => return i + at,
+            }
+        } else {
+            if C::any(block) {
+                return i + C::first_in_block(block);
+            }
+            i += 16;
+        }
+    }
+    if i >= bytes.len() {
+        return i;
+    }
+    if let Some(block) = bytes.last_chunk::<16>() {
+        // `base < i < bytes.len()`. The bytes from `from` to `i` are not in
+        // the class; skip any others before `i`.
+        let base = bytes.len() - 16;
+        return base
+            + if base < from {
+                C::first_in_block_from(block, i - base)
+            } else {
+                C::first_in_block(block)
+            };
+    }
+    bytes[i..]
         .iter()
-        .fold(false, |found, &b| found | is_control_or_del(b))
+        .position(|&b| C::byte(b))
+        .map_or(bytes.len(), |at| i + at)
+}
+
+/// `0xff` in the first sixteen bytes, then `0`: `PREFIX_MASKS[16 - k..][..16]`
+/// selects the first `k` bytes of a block.
+static PREFIX_MASKS: [u8; 32] = {
+    let mut masks = [0; 32];
+    let mut i = 0;
+    while i < 16 {
+        masks[i] = 0xff;
+        i += 1;
+    }
+    masks
+};
+
+/// `true` if every byte of `buf[start..end]` is a [`HOST`] byte; values made
+/// of letters, digits, `-`, `.` and `:` are checked sixteen bytes at a time.
+#[inline(always)]
+pub(crate) fn is_host_value(buf: &[u8], start: usize, end: usize) -> bool {
+    let len = end.wrapping_sub(start);
+    if len <= 16 {
+        if let (Some(block), Some(mask)) = (
+            buf.get(start..).and_then(<[u8]>::first_chunk::<16>),
+            PREFIX_MASKS[16 - len..].first_chunk::<16>(),
+        ) {
+            if !NotUsualHost::any(&keep_prefix(block, mask)) {
+                return true;
+            }
+        }
+    }
+    buf.get(start..end).is_some_and(all_host)
+}
+
+/// `block` with the bytes where `mask` is 0 replaced by `a`, a byte in no
+/// class.
+#[inline(always)]
+fn keep_prefix(block: &[u8; 16], mask: &[u8; 16]) -> [u8; 16] {
+    let mut part = [0u8; 16];
+    for ((byte, &b), &m) in part.iter_mut().zip(block).zip(mask) {
+        *byte = (b & m) | (b'a' & !m);
+    }
+    part
 }
 
 /// Offset of the first byte of `bytes` that is a control byte (`< 0x20`,
 /// HTAB, CR and LF included) or DEL, or `bytes.len()` if none.
 ///
 /// This is the scan over a field value: every byte it skips is a valid
-/// field-vchar, SP or obs-text. Blocks of 32 bytes without such a byte are
-/// skipped whole, then 16-byte blocks give the exact position.
-#[inline(always)]
+/// field-vchar, SP or obs-text.
+#[cfg(test)]
 pub(crate) fn control_or_del_offset(bytes: &[u8]) -> usize {
-    let mut rest = bytes;
-    while let Some((block, tail)) = rest.split_first_chunk::<16>() {
-        if any_control_or_del(block) {
-            break;
-        }
-        rest = tail;
-    }
-    position_from(bytes, bytes.len() - rest.len(), is_control_or_del)
+    find::<ControlOrDel, false>(bytes, 0)
 }
 
 /// Index of the first byte at or after `from` that is a control byte or DEL
 /// (see [`control_or_del_offset`]), or `bytes.len()` if none; `from` if it
 /// is past the end.
-#[inline]
+#[inline(always)]
 pub(crate) fn find_control_or_del(bytes: &[u8], from: usize) -> usize {
-    bytes
-        .get(from..)
-        .map_or(from, |rest| from + control_or_del_offset(rest))
+    find::<ControlOrDel, false>(bytes, from)
+}
+
+/// Index of the first byte at or after `from` that is not a
+/// `REQUEST_TARGET_PATH` byte (so the first `?`, `#`, SP, control, DEL or
+/// non-ASCII byte), or `bytes.len()` if none; `from` if it is past the end.
+#[inline(always)]
+pub(crate) fn find_non_target_path(bytes: &[u8], from: usize) -> usize {
+    find::<NotTargetPath, true>(bytes, from)
+}
+
+/// Index of the first byte at or after `from` that is not a
+/// `REQUEST_TARGET` byte (`?` is allowed, unlike [`find_non_target_path`]),
+/// or `bytes.len()` if none; `from` if it is past the end.
+#[inline(always)]
+pub(crate) fn find_non_target(bytes: &[u8], from: usize) -> usize {
+    find::<NotTarget, true>(bytes, from)
 }
 
 /// Offset of the first byte of `bytes` that is not a `REQUEST_TARGET_PATH`
-/// byte (so the first `?`, `#`, SP, control, DEL or
-/// non-ASCII byte), or `bytes.len()` if none.
-#[inline]
+/// byte, or `bytes.len()` if none.
+#[cfg(test)]
 pub(crate) fn non_target_path_offset(bytes: &[u8]) -> usize {
-    position_from(bytes, 0, is_not_target_path)
+    find_non_target_path(bytes, 0)
 }
 
 /// Offset of the first byte of `bytes` that is not a `REQUEST_TARGET` byte
-/// (`?` is allowed, unlike [`non_target_path_offset`]), or
-/// `bytes.len()` if none.
+/// (`?` is allowed, unlike [`find_non_target_path`]), or `bytes.len()` if
+/// none.
 #[inline]
 pub(crate) fn non_target_offset(bytes: &[u8]) -> usize {
-    position_from(bytes, 0, is_not_target)
+    find_non_target(bytes, 0)
 }
 
 /// If `line` starts with a field name (a non-empty token) followed by `:`,
 /// the name's length.
 ///
 /// Names made of letters and `-` (nearly all of them) are read eight bytes
-/// at a time: the first byte of a word that is neither must be the colon.
-/// Any other name is checked byte by byte against [`TCHAR`].
+/// at a time (within blocks of sixteen): the first byte that is neither must
+/// be the colon. Any other name is checked byte by byte against [`TCHAR`].
 #[inline(always)]
 pub(crate) fn field_name_len(line: &[u8]) -> Option<usize> {
-    const LOW7: u64 = !HIGHS;
-    let mut rest = line;
-    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
-        let x = u64::from_le_bytes(*word);
-        // Every test below works on each byte alone (no carry or borrow
-        // crosses a byte), so every flag is exact. `t` is the byte without
-        // its high bit, folded to lowercase; letters are 0x61..=0x7a.
-        let t = (x & LOW7) | (ONES * 0x20);
-        let letter = (t + ONES * (0x80 - 0x61)) & !(t + ONES * (0x80 - 0x7b)) & !x & HIGHS;
-        let not_dash = {
-            let y = x ^ (ONES * u64::from(b'-'));
-            ((y & LOW7) + LOW7) | y
-        };
-        let other = !letter & not_dash & HIGHS;
-        if other != 0 {
-            let len = line.len() - rest.len() + first_flagged(other);
-            if len > 0 && line[len] == b':' {
-                return Some(len);
-            }
-            break;
+    if let Some(block) = line.first_chunk::<16>() {
+        let len = NotLetterOrDash::first_in_block(block);
+        if len > 0 && line.get(len) == Some(&b':') {
+            return Some(len);
         }
-        rest = tail;
+        if len == 16 {
+            return long_field_name_len(line);
+        }
+        if len == 0 && matches!(block[0], b'\r' | b'\n') {
+            return None;
+        }
+    } else if let [b'\r' | b'\n', ..] = line {
+        return None;
     }
-    let len = line.iter().take_while(|&&b| is_tchar(b)).count();
-    (len > 0 && line.get(len) == Some(&b':')).then_some(len)
+    tchar_field_name_len(line)
 }
 
-/// `true` if every byte of `value[..len]` is a [`HOST`] byte. A value of at
-/// most 16 usual host bytes (letters, digits, `-`, `.`, `:`) is accepted
-/// with one block read from `value` (which may extend past `len`); anything
-/// else is checked byte by byte.
-#[inline(always)]
-pub(crate) fn is_host_value(value: &[u8], len: usize) -> bool {
-    if let Some(block) = value.first_chunk::<16>() {
-        // The first unusual byte (16 if none) must not be within the value.
-        if first_flag(flags(block, is_not_usual_host)) >= len {
-            return true;
+/// [`field_name_len`] for a line whose first sixteen bytes are letters or
+/// `-`.
+#[cold]
+fn long_field_name_len(line: &[u8]) -> Option<usize> {
+    let mut len = 16;
+    while let Some(block) = line.get(len..).and_then(<[u8]>::first_chunk::<16>) {
+        match NotLetterOrDash::first_in_block(block) {
+            16 => len += 16,
+            at if line.get(len + at) == Some(&b':') => return Some(len + at),
+            _ => break,
         }
     }
-    all_host(&value[..len])
+    tchar_field_name_len(line)
+}
+
+/// [`field_name_len`] byte by byte against [`TCHAR`].
+#[cold]
+fn tchar_field_name_len(line: &[u8]) -> Option<usize> {
+    let len = line.iter().take_while(|&&b| is_tchar(b)).count();
+    (len > 0 && line.get(len) == Some(&b':')).then_some(len)
 }
 
 /// `true` if every byte of `bytes` is a [`HOST`] byte. No early exit, so
@@ -436,22 +620,65 @@ mod tests {
     fn scan_predicates_match_tables_for_every_byte() {
         for b in 0..=255u8 {
             let i = usize::from(b);
-            assert_eq!(is_not_target_path(b), !REQUEST_TARGET_PATH[i], "{b:#04x}");
-            assert_eq!(is_not_target(b), !REQUEST_TARGET[i], "{b:#04x}");
+            assert_eq!(NotTargetPath::byte(b), !REQUEST_TARGET_PATH[i], "{b:#04x}");
+            assert_eq!(NotTarget::byte(b), !REQUEST_TARGET[i], "{b:#04x}");
             assert_eq!(
-                is_control_or_del(b),
+                ControlOrDel::byte(b),
                 !FIELD_VALUE[i] || b == b'\t',
                 "{b:#04x}"
             );
-            if !is_not_usual_host(b) {
+            if !NotUsualHost::byte(b) {
                 assert!(HOST[i], "usual host byte {b:#04x} must be a HOST byte");
             }
             assert_eq!(
-                is_not_usual_host(b),
+                NotUsualHost::byte(b),
                 !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':')),
                 "{b:#04x}"
             );
         }
+    }
+
+    /// The block and lane forms of class `C` against its byte form: every
+    /// byte value in every lane, surrounded by every filler byte (so a SWAR
+    /// carry or borrow leaking into a neighbouring lane would show).
+    fn check_class<C: ByteClass>() {
+        for fill in 0..=255u8 {
+            for b in 0..=255u8 {
+                for lane in 0..16 {
+                    let mut block = [fill; 16];
+                    block[lane] = b;
+                    let expected = block.map(C::byte);
+                    let (low, high) = (block.first_chunk::<8>(), block.last_chunk::<8>());
+                    let lanes = [
+                        C::lanes(u64::from_le_bytes(*low.unwrap())),
+                        C::lanes(u64::from_le_bytes(*high.unwrap())),
+                    ];
+                    let flagged: [bool; 16] =
+                        core::array::from_fn(|i| lanes[i / 8] >> (8 * (i % 8) + 7) & 1 == 1);
+                    assert_eq!(
+                        flagged, expected,
+                        "fill {fill:#04x}, {b:#04x} in lane {lane}"
+                    );
+                    assert_eq!(C::any(&block), expected.contains(&true));
+                    for from in [0, lane, (lane + 1).min(15), 9] {
+                        assert_eq!(
+                            C::first_in_block_from(&block, from),
+                            (from..16).find(|&i| expected[i]).unwrap_or(16),
+                            "from {from}, fill {fill:#04x}, {b:#04x} in lane {lane}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn byte_classes_agree_per_byte_per_block_and_per_lane() {
+        check_class::<ControlOrDel>();
+        check_class::<NotTargetPath>();
+        check_class::<NotTarget>();
+        check_class::<NotUsualHost>();
+        check_class::<NotLetterOrDash>();
     }
 
     #[test]
@@ -477,11 +704,37 @@ mod tests {
                         first(&|b| !REQUEST_TARGET[usize::from(b)]),
                         "target {v:?}"
                     );
-                    for from in [0, 1, 7, 17, 40] {
-                        let expected = v
-                            .get(from..)
-                            .map_or(from, |rest| from + first_in(rest, is_control_or_del));
-                        assert_eq!(find_control_or_del(&v, from), expected, "from {from} {v:?}");
+                    let len = v.len();
+                    for from in [0, 7, 17, len.saturating_sub(1), len + 1] {
+                        let expected = |pred: fn(u8) -> bool| {
+                            v.get(from..)
+                                .map_or(from, |rest| from + first_in(rest, pred))
+                        };
+                        assert_eq!(
+                            find_control_or_del(&v, from),
+                            expected(ControlOrDel::byte),
+                            "control from {from} {v:?}"
+                        );
+                        assert_eq!(
+                            find_non_target_path(&v, from),
+                            expected(NotTargetPath::byte),
+                            "target path from {from} {v:?}"
+                        );
+                        assert_eq!(
+                            find_non_target(&v, from),
+                            expected(NotTarget::byte),
+                            "target from {from} {v:?}"
+                        );
+                        assert_eq!(
+                            find::<NotUsualHost, true>(&v, from),
+                            expected(NotUsualHost::byte),
+                            "host from {from} {v:?}"
+                        );
+                        assert_eq!(
+                            find::<NotLetterOrDash, false>(&v, from),
+                            expected(NotLetterOrDash::byte),
+                            "name from {from} {v:?}"
+                        );
                     }
                 }
             }
@@ -518,12 +771,17 @@ mod tests {
         for &fill in b"a9:_" {
             for bad in 0..=255u8 {
                 for v in probes(fill, bad) {
-                    for len in [0, 1, 5, 15, 16, 17].into_iter().filter(|&l| l <= v.len()) {
-                        assert_eq!(
-                            is_host_value(&v, len),
-                            v[..len].iter().all(|&b| HOST[usize::from(b)]),
-                            "{len} of {v:?}"
-                        );
+                    for start in [0, 3] {
+                        for end in [start + 1, start + 15, start + 17] {
+                            if end > v.len() {
+                                continue;
+                            }
+                            assert_eq!(
+                                is_host_value(&v, start, end),
+                                v[start..end].iter().all(|&b| HOST[usize::from(b)]),
+                                "{start}..{end} of {v:?}"
+                            );
+                        }
                     }
                 }
             }

@@ -12,8 +12,8 @@ use core::fmt;
 use memchr::memchr;
 
 use crate::chars::{
-    all_host, control_or_del_offset, field_name_len, find_control_or_del, is_host_value, is_ows,
-    is_tchar, non_target_offset, non_target_path_offset, trim_ows, HOST,
+    all_host, field_name_len, find_control_or_del, find_non_target, find_non_target_path,
+    is_host_value, is_ows, is_tchar, trim_ows, HOST,
 };
 use crate::error::Error;
 
@@ -21,11 +21,10 @@ use crate::error::Error;
 /// RFC 9112 §2.2 asks servers to ignore "at least one".
 const MAX_LEADING_EMPTY_LINES: u8 = 4;
 
-/// `b"GET "`, `b"HTTP/1.1"` and `b"HTTP/1.0"` read as little-endian
-/// integers, compared in one instruction by the fast path.
+/// `b"GET "` and `b" HTTP/1."` read as little-endian integers, compared in
+/// one instruction by the fast path.
 const GET_SP: u32 = u32::from_le_bytes(*b"GET ");
-const HTTP_1_1: u64 = u64::from_le_bytes(*b"HTTP/1.1");
-const HTTP_1_0: u64 = u64::from_le_bytes(*b"HTTP/1.0");
+const SP_HTTP_1: u64 = u64::from_le_bytes(*b" HTTP/1.");
 
 /// Each limit is clamped to this many bytes, so that every offset into the
 /// head fits in a `u32` (leading empty lines + request-line + field section
@@ -156,9 +155,13 @@ impl Span {
     }
 
     /// The bytes of the span. `head` is at least as long as the parsed head
-    /// (checked in [`RequestParser::request`]), so this never panics.
+    /// (checked in [`RequestParser::request`]), so the span is always in it;
+    /// the empty slice is never returned in practice, and no panic path is
+    /// left in the callers (an unused field name costs nothing).
+    #[inline]
     pub(crate) fn of(self, head: &[u8]) -> &[u8] {
-        &head[self.start as usize..self.end as usize]
+        head.get(self.start as usize..self.end as usize)
+            .unwrap_or_default()
     }
 }
 
@@ -362,10 +365,21 @@ impl RequestParser {
     /// # Ok::<(), keel_http::Error>(())
     /// ```
     pub fn parse(&mut self, buf: &[u8]) -> Result<Status, Error> {
-        match self.phase {
-            Phase::Complete => self.reset(),
-            Phase::Failed(error) => return Err(error),
-            Phase::RequestLine | Phase::Fields => {}
+        // A fresh parse (nothing scanned yet) over a buffer that usually holds
+        // the whole head: try the one-pass fast path, and on anything it does
+        // not handle run the general path from the start, so results and
+        // errors are the same.
+        // `head_len` is non-zero exactly in the `Complete` phase (it is set
+        // with it and cleared by `reset`), which is one compare.
+        let fresh = self.head_len != 0 || (self.scan == 0 && self.phase == Phase::RequestLine);
+        if fresh {
+            if let Some(head_len) = self.parse_whole_head(buf) {
+                return Ok(Status::Complete(head_len));
+            }
+            self.reset();
+        }
+        if let Phase::Failed(error) = self.phase {
+            return Err(error);
         }
         assert!(
             buf.len() >= self.scan,
@@ -373,16 +387,6 @@ impl RequestParser {
             self.scan,
             buf.len()
         );
-        // A fresh parse over a buffer that usually holds the whole head: try
-        // the one-pass fast path, and on anything it does not handle run the
-        // general path from the start, so results and errors are the same.
-        if self.phase == Phase::RequestLine && self.scan == 0 {
-            if let Some(head_len) = self.parse_whole_head(buf) {
-                return Ok(Status::Complete(head_len));
-            }
-            self.fields.clear();
-            self.framing = Framing::default();
-        }
         self.parse_general(buf)
     }
 
@@ -417,137 +421,172 @@ impl RequestParser {
         Request { parser: self, head }
     }
 
-    /// The fast path of [`parse`](Self::parse) for a fresh parser (nothing
+    /// The fast path of [`parse`](Self::parse) for a fresh parse (nothing
     /// scanned yet) whose `buf` already holds the whole head.
     ///
     /// It parses the head in one pass of straight-line code, without the
     /// per-line state machine of [`Self::parse_lines`]: `GET ` and
-    /// `HTTP/1.1` CRLF are compared as integers, the request-target and the
-    /// field values are scanned eight or sixteen bytes at a time, and no
-    /// [`Error`] is built. It accepts only what the general path accepts, with
-    /// the same results and the same limits, and returns `None` for anything
-    /// else: an incomplete head, any error, leading empty lines, or a limit
-    /// reached. The caller then clears the fields and framing it may have
-    /// recorded and runs the general path from byte 0, which finds the same
-    /// `Partial` or error it always did.
+    /// ` HTTP/1.` are compared as integers; each field line is scanned from
+    /// its start for its first control byte or DEL, sixteen bytes at a time,
+    /// which checks every byte of its value and finds its end in the same
+    /// pass (the next line's scan does not wait for this line's name and
+    /// value to be recorded); and no [`Error`] is built. It accepts only what
+    /// the general path accepts, with the same results and the same limits
+    /// (checked once the line ends are known), and returns `None` for
+    /// anything else: an incomplete head, any error, leading empty lines, or
+    /// a limit reached. Before it fails it has changed only the field spans,
+    /// the framing facts and the request-line results (which the general path
+    /// then records the same way), so the caller can [`reset`](Self::reset)
+    /// and run the general path from byte 0, which finds the same `Partial`
+    /// or error it always did.
+    #[inline(always)]
     fn parse_whole_head(&mut self, buf: &[u8]) -> Option<usize> {
         // request-line = method SP request-target SP HTTP-version
-        let line = &buf[..buf.len().min(self.limits.max_request_line_size)];
-        let method_len = match line.first_chunk::<4>() {
-            Some(m) if u32::from_le_bytes(*m) == GET_SP => 3,
+        let (method_len, target_start) = match buf.first_chunk::<4>() {
+            Some(m) if u32::from_le_bytes(*m) == GET_SP => (3, 4),
             _ => {
-                let len = line.iter().take_while(|&&b| is_tchar(b)).count();
-                if len == 0 || line.get(len) != Some(&b' ') {
+                let len = buf.iter().take_while(|&&b| is_tchar(b)).count();
+                if len == 0 || buf.get(len) != Some(&b' ') {
                     return None;
                 }
-                len
+                (len, len + 1)
             }
         };
-        let (method, rest) = line.split_at(method_len);
-        let rest = &rest[1..];
-        let mut target_len = non_target_path_offset(rest);
-        let question = (rest.get(target_len) == Some(&b'?')).then_some(target_len);
+        let mut target_end = find_non_target_path(buf, target_start);
+        let question = (buf.get(target_end) == Some(&b'?')).then_some(target_end);
         if question.is_some() {
-            target_len += 1 + non_target_offset(&rest[target_len + 1..]);
+            target_end = find_non_target(buf, target_end + 1);
         }
-        let (target, rest) = rest.split_at(target_len);
-        let (&sp, rest) = rest.split_first()?;
-        if target.is_empty() || sp != b' ' {
+        // SP "HTTP/1." DIGIT, then CRLF or a bare LF.
+        let ([sp, h, t1, t2, p, slash, one, dot, minor, cr, lf], _) =
+            buf.get(target_end..)?.split_first_chunk::<11>()?;
+        if u64::from_le_bytes([*sp, *h, *t1, *t2, *p, *slash, *one, *dot]) != SP_HTTP_1 {
             return None;
         }
-        let (version, rest) = rest.split_first_chunk::<8>()?;
-        let version = match u64::from_le_bytes(*version) {
-            HTTP_1_1 => Version::Http11,
-            HTTP_1_0 => Version::Http10,
+        let version = match minor {
+            b'1' => Version::Http11,
+            b'0' => Version::Http10,
             _ => return None,
         };
-        let line_end = match rest {
-            [b'\r', b'\n', ..] => 2,
-            [b'\n', ..] => 1,
+        let fields_start = match (cr, lf) {
+            (b'\r', b'\n') => target_end + 11,
+            (b'\n', _) => target_end + 10,
             _ => return None,
         };
-        let target_start = method_len + 1;
-        let fields_start = target_start + target_len + 1 + 8 + line_end;
-        // origin-form is decided here; the other forms by `classify_target`.
-        let (form, path, query) = if target[0] == b'/' && method != b"CONNECT" {
+        if target_end == target_start || fields_start > self.limits.max_request_line_size {
+            return None;
+        }
+        let method = &buf[..method_len];
+        let (form, path, query) = if buf[target_start] == b'/' && method != b"CONNECT" {
+            // origin-form, the usual case; the other forms by `classify_target`.
             match question {
-                Some(q) => (RequestTarget::Origin, 0..q, Some(q + 1..target_len)),
-                None => (RequestTarget::Origin, 0..target_len, None),
+                Some(q) => (
+                    RequestTarget::Origin,
+                    target_start..q,
+                    Some(q + 1..target_end),
+                ),
+                None => (RequestTarget::Origin, target_start..target_end, None),
             }
         } else {
-            classify_target(method, target, question).ok()?
+            let target = &buf[target_start..target_end];
+            let (form, path, query) =
+                classify_target(method, target, question.map(|q| q - target_start)).ok()?;
+            let shift = |r: TargetRange| r.start + target_start..r.end + target_start;
+            (form, shift(path), query.map(shift))
         };
+        // If anything below fails, the general path parses this same
+        // request-line and records the same results: store them now.
+        self.method = Span::new(0, method_len);
+        self.target = Span::new(target_start, target_end);
+        self.form = form;
+        self.path = Span::new(path.start, path.end);
+        self.query = query.map(|q| Span::new(q.start, q.end));
         self.version = version;
 
-        // *( field-line CRLF ) CRLF, within the field section limit. `rest`
-        // is the rest of the window, from the start of the current line.
-        let window = &buf[..buf
-            .len()
-            .min(fields_start + self.limits.max_field_section_size)];
-        let mut rest = window.get(fields_start..)?;
+        // *( field-line CRLF ) CRLF
+        //
+        // Each line ends at the first control byte (or DEL) after its start,
+        // which must be the CR of a CRLF or a bare LF (an HTAB in the value is
+        // passed over out of line; anything else is left to the general
+        // path). Finding it does not depend on parsing the line, so the next
+        // line's scan starts at once.
+        self.fields.clear();
+        self.framing = Framing::default();
+        let mut line = fields_start;
         let (end, head_len) = loop {
-            let start = window.len() - rest.len();
-            match rest {
-                [b'\r', b'\n', ..] => break (start, start + 2),
-                [b'\n', ..] => break (start, start + 1),
-                _ => {}
-            }
-            if self.fields.len() >= self.limits.max_fields {
-                return None;
-            }
-            // field-line = field-name ":" OWS field-value OWS
-            let name_len = field_name_len(rest)?;
-            let (name, colon) = rest.split_at(name_len);
-            let mut value = &colon[1..];
-            // Usually exactly one SP.
-            match value {
-                [b' ', next, ..] if !is_ows(*next) => value = &value[1..],
-                _ => {
-                    while let [b' ' | b'\t', tail @ ..] = value {
-                        value = tail;
-                    }
-                }
-            }
-            // `value` runs to the end of the window; find the line end.
-            let mut len = 0;
-            let line_end_len = loop {
-                len += control_or_del_offset(&value[len..]);
-                match &value[len..] {
-                    [b'\t', ..] => len += 1,
-                    [b'\r', b'\n', ..] => break 2,
-                    [b'\n', ..] => break 1,
+            // A field name starts with a tchar; below `!` is the end of the
+            // section (or something the general path rejects).
+            if *buf.get(line)? < b'!' {
+                break match buf.get(line..)? {
+                    [b'\r', b'\n', ..] => (line, line + 2),
+                    [b'\n', ..] => (line, line + 1),
                     _ => return None,
-                }
-            };
-            let mut trimmed = &value[..len];
-            while let [head @ .., b' ' | b'\t'] = trimmed {
-                trimmed = head;
+                };
             }
-            if is_host(name) {
-                self.note_host(is_host_value(value, trimmed.len())).ok()?;
-            } else {
-                self.note_field(name, trimmed).ok()?;
+            let mut eol = find_control_or_del(buf, line);
+            let mut next = eol + 2;
+            if buf.get(eol..next) != Some(b"\r\n") {
+                (eol, next) = line_end_after_htabs(buf, eol)?;
             }
-            let value_start = window.len() - value.len();
-            self.fields.push(FieldSpan {
-                name: Span::new(start, start + name_len),
-                value: Span::new(value_start, value_start + trimmed.len()),
-            });
-            rest = &value[len + line_end_len..];
+            self.fast_field_line(buf, line, eol)?;
+            line = next;
         };
-        self.check_framing().ok()?;
+        if head_len - fields_start > self.limits.max_field_section_size {
+            return None;
+        }
+        self.check_framing(version).ok()?;
 
         self.phase = Phase::Complete;
         self.line_start = end;
         self.scan = end;
+        self.leading_empty_lines = 0;
         self.fields_start = fields_start;
         self.head_len = head_len;
-        self.method = Span::new(0, method_len);
-        self.target = Span::new(target_start, target_start + target_len);
-        self.form = form;
-        self.path = Span::new(target_start + path.start, target_start + path.end);
-        self.query = query.map(|q| Span::new(target_start + q.start, target_start + q.end));
         Some(head_len)
+    }
+
+    /// Records the field line from `line` to `cr` (where its CRLF or bare LF
+    /// starts) for the fast path: no control byte but HTAB and no DEL comes
+    /// before `cr`. `None` for anything the fast path does not take.
+    #[inline(always)]
+    fn fast_field_line(&mut self, buf: &[u8], line: usize, cr: usize) -> Option<()> {
+        // field-line = field-name ":" OWS field-value OWS
+        let colon = line + field_name_len(buf.get(line..)?)?;
+        if self.fields.len() >= self.limits.max_fields {
+            return None;
+        }
+        // The name scan stops at the colon or earlier, so `colon < cr`.
+        // Usually exactly one SP before the value, and no OWS after it. The
+        // only control byte before `cr` can be HTAB, so a byte above SP is
+        // not OWS.
+        let (value_start, value_end) = match buf.get(colon + 1..cr)? {
+            [b' ', first, .., last] if *first > b' ' && *last > b' ' => (colon + 2, cr),
+            [b' ', only] if *only > b' ' => (colon + 2, cr),
+            value => trim_ows_at(colon + 1, value),
+        };
+        // Only names of 4 (Host), 6, 10, 14 and 17 bytes mean anything here.
+        if matches!(colon - line, 4 | 6 | 10 | 14 | 17) {
+            let name = &buf[line..colon];
+            if is_host(name) {
+                self.note_host(is_host_value(buf, value_start, value_end))
+                    .ok()?;
+            } else if is_noted(name) {
+                self.note_field_out_of_line(name, &buf[value_start..value_end])
+                    .ok()?;
+            }
+        }
+        self.fields.push(FieldSpan {
+            name: Span::new(line, colon),
+            value: Span::new(value_start, value_end),
+        });
+        Some(())
+    }
+
+    /// [`Self::note_field`] for the fast path, out of line: few field lines
+    /// get there, and the calls it makes would cost the loop registers.
+    #[inline(never)]
+    fn note_field_out_of_line(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
+        self.note_field(name, value)
     }
 
     /// Parses lines until the head ends or the bytes run out.
@@ -682,7 +721,7 @@ impl RequestParser {
                 Ok(next)
             }
             (Phase::Fields, Some(next)) => {
-                self.check_framing()?;
+                self.check_framing(self.version)?;
                 self.phase = Phase::Complete;
                 Ok(Some(next))
             }
@@ -712,11 +751,11 @@ impl RequestParser {
             Some(_) => return Err(Error::InvalidMethod),
         }
         let target_start = i + 1;
-        i = target_start + non_target_path_offset(window.get(target_start..).unwrap_or_default());
+        i = find_non_target_path(window, target_start);
         // Offset of the first `?` in the target, found on the way.
         let question = (window.get(i) == Some(&b'?')).then_some(i - target_start);
         if question.is_some() {
-            i += 1 + non_target_offset(window.get(i + 1..).unwrap_or_default());
+            i = find_non_target(window, i + 1);
         }
         let target_end = i;
         match window.get(i) {
@@ -848,6 +887,17 @@ impl RequestParser {
     /// ([RFC 9112 §9.3](https://www.rfc-editor.org/rfc/rfc9112#section-9.3)).
     #[inline(never)]
     fn note_connection(&mut self, value: &[u8]) {
+        // Usually a single option, compared at once.
+        match single_option(value) {
+            Some(ConnectionOption::KeepAlive) => self.framing.keep_alive = true,
+            Some(ConnectionOption::Close) => self.framing.close = true,
+            None => self.note_connection_options(value),
+        }
+    }
+
+    /// [`Self::note_connection`] for a list of options, or other options.
+    #[inline(never)]
+    fn note_connection_options(&mut self, value: &[u8]) {
         for option in value.split(|&b| b == b',') {
             let option = trim_ows(option);
             if option.eq_ignore_ascii_case(b"close") {
@@ -908,15 +958,16 @@ impl RequestParser {
     }
 
     /// Checks, once the field section is complete, the rules that depend on
-    /// several fields: Host (RFC 9112 §3.2) and message body framing (§6.1,
-    /// §6.3).
-    fn check_framing(&self) -> Result<(), Error> {
+    /// several fields and the request's `version`: Host (RFC 9112 §3.2) and
+    /// message body framing (§6.1, §6.3).
+    #[inline(always)]
+    fn check_framing(&self, version: Version) -> Result<(), Error> {
         let framing = &self.framing;
-        if self.version == Version::Http11 && !framing.has_host {
+        if version == Version::Http11 && !framing.has_host {
             return Err(Error::MissingHost);
         }
         if framing.has_transfer_encoding {
-            if self.version == Version::Http10 {
+            if version == Version::Http10 {
                 return Err(Error::TransferEncodingInHttp10);
             }
             if framing.content_length.is_some() {
@@ -965,15 +1016,91 @@ fn scan_version(window: &[u8], start: usize) -> Result<Option<(Version, usize)>,
     parse_version(version).map(|version| Some((version, start + lf + 1)))
 }
 
+/// For the fast path: where the line whose scan stopped at `at` ends (its
+/// CRLF or bare LF) and the next one starts, if every control byte from `at`
+/// on up to there is an HTAB.
+#[cold]
+#[inline(never)]
+fn line_end_after_htabs(buf: &[u8], mut at: usize) -> Option<(usize, usize)> {
+    loop {
+        match buf.get(at..at + 2)? {
+            b"\r\n" => return Some((at, at + 2)),
+            [b'\n', _] => return Some((at, at + 1)),
+            [b'\t', _] => at = find_control_or_del(buf, at + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// Where `value`, which starts at offset `start`, starts and ends without
+/// its leading and trailing OWS.
+#[cold]
+fn trim_ows_at(start: usize, value: &[u8]) -> (usize, usize) {
+    let lead = value.iter().take_while(|&&b| is_ows(b)).count();
+    (start + lead, start + lead + trim_ows(value).len())
+}
+
+/// `true` if the field name `name` may be one of those
+/// [`RequestParser::note_field`] records other than `Host` (`Expect`,
+/// `Connection`, `Content-Length`, `Transfer-Encoding`): its first letter,
+/// then its length.
+#[inline(always)]
+fn is_noted(name: &[u8]) -> bool {
+    matches!(name.first().map(|b| b | 0x20), Some(b'c' | b'e' | b't'))
+        && matches!(name.len(), 6 | 10 | 14 | 17)
+}
+
+/// Which single `Connection` option `value` is, if it is `keep-alive` or
+/// `close`, ASCII case-insensitively: setting bit 0x20 maps only `A-Z` onto
+/// `a-z`, and onto `-` only `-` and CR, which a field value cannot hold.
+#[inline(always)]
+fn single_option(value: &[u8]) -> Option<ConnectionOption> {
+    const FOLD: u64 = u64::from_le_bytes([0x20; 8]);
+    match value {
+        [a @ .., b, c] if a.len() == 8 => {
+            let a = u64::from_le_bytes(a.try_into().ok()?);
+            (a | FOLD == u64::from_le_bytes(*b"keep-ali") && [b | 0x20, c | 0x20] == *b"ve")
+                .then_some(ConnectionOption::KeepAlive)
+        }
+        [a, b, c, d, e] => (u32::from_le_bytes([a | 0x20, b | 0x20, c | 0x20, d | 0x20])
+            == u32::from_le_bytes(*b"clos")
+            && e | 0x20 == b'e')
+            .then_some(ConnectionOption::Close),
+        _ => None,
+    }
+}
+
+/// The `Connection` options [`single_option`] recognises.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ConnectionOption {
+    KeepAlive,
+    Close,
+}
+
 /// `true` if the field name `name` (a token) equals `lowercase`, a name made
 /// of lowercase letters and `-`, ignoring ASCII case.
 ///
 /// Setting bit 0x20 folds `A-Z` onto `a-z`; the only other byte it maps onto
 /// a letter or `-` is CR (onto `-`), which is not a tchar, so this is exact for
-/// tokens and cheaper than `eq_ignore_ascii_case`.
+/// tokens and cheaper than `eq_ignore_ascii_case`. Names of eight bytes or
+/// more are compared eight bytes at a time, the last word overlapping.
 #[inline]
 pub(crate) fn is_name(name: &[u8], lowercase: &[u8]) -> bool {
-    name.len() == lowercase.len() && name.iter().zip(lowercase).all(|(&a, &b)| a | 0x20 == b)
+    const FOLD: u64 = u64::from_le_bytes([0x20; 8]);
+    let word = |bytes: &[u8]| bytes.try_into().map(u64::from_le_bytes).unwrap_or(0);
+    if name.len() != lowercase.len() {
+        return false;
+    }
+    match (name.last_chunk::<8>(), lowercase.last_chunk::<8>()) {
+        (Some(last), Some(lower_last)) => {
+            u64::from_le_bytes(*last) | FOLD == u64::from_le_bytes(*lower_last)
+                && name
+                    .chunks_exact(8)
+                    .zip(lowercase.chunks_exact(8))
+                    .all(|(a, b)| word(a) | FOLD == word(b))
+        }
+        _ => name.iter().zip(lowercase).all(|(&a, &b)| a | 0x20 == b),
+    }
 }
 
 /// `true` if the field name `name` is `Host`, ignoring ASCII case: one
@@ -2222,6 +2349,38 @@ mod tests {
         ));
     }
 
+    /// A single `keep-alive` or `close` option is compared at once, case
+    /// insensitively; near misses are other options.
+    #[test]
+    fn single_connection_options_are_exact_and_case_insensitive() {
+        let http10 = |value: &str| {
+            keep_alive(format!("GET / HTTP/1.0\r\nConnection: {value}\r\n\r\n").as_bytes())
+        };
+        let http11 = |value: &str| {
+            keep_alive(
+                format!("GET / HTTP/1.1\r\nHost: a\r\nConnection: {value}\r\n\r\n").as_bytes(),
+            )
+        };
+        for value in ["keep-alive", "KEEP-ALIVE", "Keep-Alive", "kEeP-aLiVe"] {
+            assert!(http10(value), "{value}");
+        }
+        for value in [
+            "keep-alivf",
+            "keep_alive",
+            "keep-aliv",
+            "keep-alivee",
+            "jeep-alive",
+        ] {
+            assert!(!http10(value), "{value}");
+        }
+        for value in ["close", "CLOSE", "Close", "cLoSe"] {
+            assert!(!http11(value), "{value}");
+        }
+        for value in ["closf", "clos", "closes", "c1ose", "upgrade"] {
+            assert!(http11(value), "{value}");
+        }
+    }
+
     #[test]
     fn expects_continue_only_for_http11_100_continue() {
         let expects = |input: &[u8]| {
@@ -2474,6 +2633,31 @@ mod tests {
     }
 
     #[test]
+    fn is_name_compares_every_byte() {
+        for lowercase in [
+            &b"host"[..],
+            b"expect",
+            b"connection",
+            b"content-length",
+            b"transfer-encoding",
+        ] {
+            let mut name = lowercase.to_ascii_uppercase();
+            assert!(is_name(&name, lowercase));
+            for at in 0..name.len() {
+                let original = name[at];
+                for b in 0..=255u8 {
+                    name[at] = b;
+                    let expected = b | 0x20 == lowercase[at] && is_tchar(b);
+                    if is_tchar(b) {
+                        assert_eq!(is_name(&name, lowercase), expected, "{name:?}");
+                    }
+                }
+                name[at] = original;
+            }
+        }
+    }
+
+    #[test]
     fn is_name_folds_case_of_tokens_only() {
         assert!(is_name(b"Content-Length", b"content-length"));
         assert!(is_name(b"HOST", b"host"));
@@ -2529,6 +2713,8 @@ mod fast_path_tests {
                 "/a?b?c",
                 "/a?",
                 "/a/very/long/path/with/segments?and=a&query=1",
+                "/docs/guide/getting-started.html?lang=en&v=2",
+                "/a/path/longer/than/thirty/two/bytes/x#frag",
             ])
             .prop_map(|t| t.as_bytes().to_vec()),
             "/[!-\"$-~]{0,40}".prop_map(String::into_bytes),
@@ -2587,6 +2773,7 @@ mod fast_path_tests {
         let name = prop_oneof![
             12 => prop::sample::select(vec![
                 "Accept", "User-Agent", "X-A_b", "Accept-Encoding-Long-Name", "a", "Cookie",
+                "Sec-Fetch-Dest", "X-Forwarded-For-Client-Address-0", "x9",
             ])
             .prop_map(|n| n.as_bytes().to_vec()),
             2 => mostly(
@@ -2604,9 +2791,13 @@ mod fast_path_tests {
                     "127.0.0.1:40000", "example.com", "[::1]:80", "EXAMPLE.org", "5", "5, 5", "0",
                     "chunked", "close", "keep-alive", "100-continue", "", "a\tb", "v ",
                     "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8",
-                    "\u{e9}t\u{e9}",
+                    "\u{e9}t\u{e9}", "Keep-Alive", "CLOSE", "close, keep-alive", "keep-alivee",
+                    "a-very-long-host-name.example.com:8080", "my_host%41", "\tv\t",
                 ],
-                vec!["5, 6", "gzip, chunked", "chunked, gzip", "a/b", "x\x7f", "a\rb", "a\x00"],
+                vec![
+                    "5, 6", "gzip, chunked", "chunked, gzip", "a/b", "x\x7f", "a\rb", "a\x00",
+                    "long-value-with-a-late-control-byte\x01", "host name",
+                ],
             ),
             1 => prop::collection::vec(any::<u8>(), 0..40),
             2 => "[ -~\t]{0,70}".prop_map(String::into_bytes),
@@ -2685,6 +2876,56 @@ mod fast_path_tests {
             .unwrap_or(2000)
     }
 
+    /// Both paths on `head` with `limits`, compared as in
+    /// `fast_path_and_general_path_agree`.
+    fn assert_paths_agree(head: &[u8], limits: Limits) {
+        let mut fast = RequestParser::new(limits);
+        let fast_result = fast.parse(head);
+        let mut general = RequestParser::new(limits);
+        let general_result = general.parse_general(head);
+        assert_eq!(
+            fast_result,
+            general_result,
+            "{:?}",
+            String::from_utf8_lossy(head)
+        );
+        assert_eq!(
+            state(&fast),
+            state(&general),
+            "{:?}",
+            String::from_utf8_lossy(head)
+        );
+        if let Ok(Status::Complete(_)) = fast_result {
+            assert_eq!(
+                format!("{:?}", fast.request(head)),
+                format!("{:?}", general.request(head))
+            );
+        }
+    }
+
+    /// Every byte value at every position of heads whose parts span the
+    /// fast path's word and block boundaries: both paths agree.
+    #[test]
+    fn fast_path_and_general_path_agree_on_every_single_byte_change() {
+        let heads: [&[u8]; 3] = [
+            b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:40000\r\n\
+              Accept: text/plain,text/html;q=0.9,application/xhtml+xml\r\n\r\n",
+            b"POST /a/b/c/d/e/f/g/h/i/j?k=l&m=n#o HTTP/1.0\r\nContent-Length: 5\r\n\
+              Connection: keep-alive\r\nX-Very-Long-Field-Name-0: a\tb \r\n\r\nhello",
+            b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nAB: c\r\n\r\n",
+        ];
+        for head in heads {
+            assert_paths_agree(head, Limits::default());
+            for at in 0..head.len() {
+                for byte in 0..=255u8 {
+                    let mut mutated = head.to_vec();
+                    mutated[at] = byte;
+                    assert_paths_agree(&mutated, Limits::default());
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(cases()))]
 
@@ -2701,6 +2942,34 @@ mod fast_path_tests {
                 let general_request = format!("{:?}", general.request(&head));
                 prop_assert_eq!(fast_request, general_request);
                 prop_assert!(n <= head.len());
+            }
+        }
+
+        /// A parser reused after a complete head (as on a keep-alive
+        /// connection) parses the next head as a fresh one does: the same
+        /// result, and once complete the same state and request, so nothing
+        /// of the first head leaks into the second. (After an error or a
+        /// partial head the spans of the request-line may still be the first
+        /// head's, as they always were; they are not readable then.)
+        #[test]
+        fn reused_parser_agrees_with_a_fresh_one(
+            first in head(),
+            second in head(),
+            limits in limits(),
+        ) {
+            let mut reused = RequestParser::new(limits);
+            if let Ok(Status::Complete(_)) = reused.parse(&first) {
+                let reused_result = reused.parse(&second);
+                let mut fresh = RequestParser::new(limits);
+                let fresh_result = fresh.parse_general(&second);
+                prop_assert_eq!(reused_result, fresh_result);
+                if let Ok(Status::Complete(_)) = reused_result {
+                    prop_assert_eq!(state(&reused), state(&fresh));
+                    prop_assert_eq!(
+                        format!("{:?}", reused.request(&second)),
+                        format!("{:?}", fresh.request(&second))
+                    );
+                }
             }
         }
     }
