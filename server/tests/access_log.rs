@@ -3,7 +3,7 @@
 
 mod util;
 
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::time::Duration;
 use util::*;
 
@@ -12,23 +12,19 @@ fn access_log_counts_the_body_bytes_sent() {
     let dir = std::env::temp_dir().join(format!("keel-accesslog-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f.txt"), vec![b'x'; 1234]).unwrap();
-    let mut child = std::process::Command::new(example_path("static_files"))
-        .args(["--addr", "127.0.0.1:0", "--workers", "1", "--access-log"])
-        .args(["--root", dir.to_str().unwrap()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr: std::net::SocketAddr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let root = dir.to_str().unwrap();
+    let (mut child, addr) = spawn_example_logging(
+        "static_files",
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--access-log",
+            "--root",
+            root,
+        ],
+    );
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = Vec::new();

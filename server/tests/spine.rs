@@ -317,23 +317,10 @@ fn sigterm_stops_parent_and_workers_within_five_seconds() {
 
 #[test]
 fn access_log_writes_one_escaped_line_per_request() {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(example_path("techempower"))
-        .args(["--addr", "127.0.0.1:0", "--workers", "1", "--access-log"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr: std::net::SocketAddr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (mut child, addr) = spawn_example_logging(
+        "techempower",
+        &["--addr", "127.0.0.1:0", "--workers", "1", "--access-log"],
+    );
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     // A request-line with a quote: escaped in the log, so it cannot forge a line.

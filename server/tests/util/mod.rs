@@ -309,3 +309,25 @@ pub fn rss_kib(pid: i32) -> u64 {
 pub fn fd_count(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
+
+/// Starts example `name` with `args` (which must include `--addr`), its standard error
+/// captured, and waits for its "listening on ADDR" line: for tests that read what the
+/// server logs after stopping it (`child.stderr`).
+pub fn spawn_example_logging(name: &str, args: &[&str]) -> (std::process::Child, SocketAddr) {
+    let mut child = Command::new(example_path(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read the listening line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{name}: unexpected first line {line:?}"));
+    (child, addr)
+}
