@@ -1067,4 +1067,315 @@ mod tests {
         assert_eq!(RrType::AAAA.to_string(), "AAAA");
         assert_eq!(format!("{:?}", RrType(99)), "TYPE99");
     }
+
+    /// A 12-octet header with these flags and counts.
+    fn header(flags: u16, counts: [u16; 4]) -> Vec<u8> {
+        let mut m = vec![0x12, 0x34];
+        m.extend_from_slice(&flags.to_be_bytes());
+        for c in counts {
+            m.extend_from_slice(&c.to_be_bytes());
+        }
+        m
+    }
+
+    #[test]
+    fn header_flags_are_read_from_their_own_bits() {
+        // RFC 1035 §4.1.1: QR(15) OPCODE(14-11) AA(10) TC(9) RD(8) RA(7) Z(6-4) RCODE(3-0).
+        let h = |flags| Message::decode(&header(flags, [0; 4])).unwrap().header;
+        let none = Header {
+            id: 0x1234,
+            qr: false,
+            opcode: 0,
+            aa: false,
+            tc: false,
+            rd: false,
+            ra: false,
+            rcode: Rcode::NOERROR,
+            counts: [0; 4],
+        };
+        assert_eq!(h(0x0000), none);
+        // The Z bits are ignored.
+        assert_eq!(h(0x0070), none);
+        assert_eq!(h(0x8000), Header { qr: true, ..none });
+        assert_eq!(h(0x0800), Header { opcode: 1, ..none });
+        assert_eq!(h(0x2000), Header { opcode: 4, ..none });
+        assert_eq!(h(0x7800), Header { opcode: 15, ..none });
+        assert_eq!(h(0x0400), Header { aa: true, ..none });
+        assert_eq!(h(0x0200), Header { tc: true, ..none });
+        assert_eq!(h(0x0100), Header { rd: true, ..none });
+        assert_eq!(h(0x0080), Header { ra: true, ..none });
+        assert_eq!(
+            h(0x000f),
+            Header {
+                rcode: Rcode(15),
+                ..none
+            }
+        );
+        let all = Header {
+            qr: true,
+            opcode: 15,
+            aa: true,
+            tc: true,
+            rd: true,
+            ra: true,
+            rcode: Rcode(15),
+            ..none
+        };
+        assert_eq!(h(0xffff), all);
+        // The query encode_query writes reads back as a query, not a response.
+        let q = Question {
+            qname: name("a"),
+            qtype: RrType::A,
+            qclass: RrClass::IN,
+        };
+        let mut out = Vec::new();
+        encode_query(9, &q, false, None, &mut out);
+        let back = Message::decode(&out).unwrap().header;
+        assert!(
+            !back.qr && !back.rd && !back.ra && back.opcode == 0,
+            "{back:?}"
+        );
+    }
+
+    fn empty_message(header: Header) -> Message {
+        Message {
+            header,
+            questions: vec![],
+            answers: vec![],
+            authority: vec![],
+            additional: vec![],
+            edns: None,
+        }
+    }
+
+    #[test]
+    fn encode_packs_each_header_field_into_its_bits() {
+        let none = Header {
+            id: 0xabcd,
+            qr: false,
+            opcode: 0,
+            aa: false,
+            tc: false,
+            rd: false,
+            ra: false,
+            rcode: Rcode::NOERROR,
+            counts: [0; 4],
+        };
+        let flags = |h: Header| {
+            let mut out = Vec::new();
+            empty_message(h).encode(&mut out);
+            assert_eq!(out.len(), HEADER_SIZE);
+            assert_eq!(out[..2], [0xab, 0xcd]);
+            u16::from_be_bytes([out[2], out[3]])
+        };
+        assert_eq!(flags(none), 0x0000);
+        assert_eq!(flags(Header { qr: true, ..none }), 0x8000);
+        assert_eq!(flags(Header { opcode: 1, ..none }), 0x0800);
+        assert_eq!(flags(Header { opcode: 5, ..none }), 0x2800);
+        // OPCODE is four bits: higher bits of the u8 are dropped, not spilled into QR.
+        assert_eq!(
+            flags(Header {
+                opcode: 0x1f,
+                ..none
+            }),
+            0x7800
+        );
+        assert_eq!(flags(Header { aa: true, ..none }), 0x0400);
+        assert_eq!(flags(Header { tc: true, ..none }), 0x0200);
+        assert_eq!(flags(Header { rd: true, ..none }), 0x0100);
+        assert_eq!(flags(Header { ra: true, ..none }), 0x0080);
+        // Without an OPT record only the low four bits of the RCODE can be sent.
+        assert_eq!(
+            flags(Header {
+                rcode: Rcode(0x1f3),
+                ..none
+            }),
+            0x0003
+        );
+        // Every field set: decode gives the same header back.
+        let all = Header {
+            qr: true,
+            opcode: 2,
+            aa: true,
+            tc: true,
+            rd: true,
+            ra: true,
+            rcode: Rcode::REFUSED,
+            ..none
+        };
+        assert_eq!(flags(all), 0x9785);
+        let mut out = Vec::new();
+        empty_message(all).encode(&mut out);
+        assert_eq!(Message::decode(&out).unwrap().header, all);
+    }
+
+    #[test]
+    fn opt_record_carries_payload_size_extended_rcode_version_and_do() {
+        // RFC 6891 §6.1.3: the OPT TTL is EXTENDED-RCODE(8) VERSION(8) DO(1) Z(15); the
+        // full RCODE is EXTENDED-RCODE << 4 | header RCODE.
+        let mut msg = empty_message(Header {
+            id: 1,
+            qr: true,
+            opcode: 0,
+            aa: false,
+            tc: false,
+            rd: false,
+            ra: false,
+            rcode: Rcode(0xabc),
+            counts: [0; 4],
+        });
+        msg.edns = Some(Edns {
+            udp_payload_size: 4096,
+            extended_rcode: 0xab,
+            version: 1,
+            dnssec_ok: true,
+        });
+        let mut out = Vec::new();
+        msg.encode(&mut out);
+        assert_eq!(
+            out,
+            hex("0001 800c 0000 0000 0000 0001  00 0029 1000 ab 01 8000 0000")
+        );
+        let back = Message::decode(&out).unwrap();
+        assert_eq!(back.header.rcode, Rcode(0xabc));
+        assert_eq!(back.edns, msg.edns);
+        // Each field alone, so none can hide behind another.
+        for (ext, version, dnssec_ok, ttl) in [
+            (0x01, 0, false, "01 00 0000"),
+            (0, 0x02, false, "00 02 0000"),
+            (0, 0, true, "00 00 8000"),
+            (0xff, 0xff, true, "ff ff 8000"),
+        ] {
+            msg.header.rcode = Rcode((ext as u16) << 4);
+            msg.edns = Some(Edns {
+                udp_payload_size: 512,
+                extended_rcode: ext,
+                version,
+                dnssec_ok,
+            });
+            out.clear();
+            msg.encode(&mut out);
+            let want = hex(&format!("00 0029 0200 {ttl} 0000"));
+            assert_eq!(out[HEADER_SIZE..], want[..], "{ext} {version} {dnssec_ok}");
+            let back = Message::decode(&out).unwrap();
+            assert_eq!(back.edns, msg.edns);
+            assert_eq!(back.header.rcode, msg.header.rcode);
+        }
+    }
+
+    #[test]
+    fn decoded_names_may_take_255_octets_and_no_more() {
+        // RFC 1035 §3.1: 255 octets or less, counting length octets and the root label.
+        let question = |labels: &[usize]| {
+            let mut m = header(0, [1, 0, 0, 0]);
+            for &len in labels {
+                m.push(len as u8);
+                m.extend(std::iter::repeat_n(b'x', len));
+            }
+            m.extend_from_slice(&hex("00 0001 0001"));
+            Message::decode(&m)
+        };
+        // 3 * 64 + 62 + 1 = 255.
+        let m = question(&[63, 63, 63, 61]).unwrap();
+        assert_eq!(m.questions[0].qname.as_wire().len(), 255);
+        assert_eq!(
+            question(&[63, 63, 63, 62]).unwrap_err(),
+            WireError::NameTooLong { offset: 12 }
+        );
+        // 4 * 64 = 256 before the root label.
+        assert_eq!(
+            question(&[63, 63, 63, 63]).unwrap_err(),
+            WireError::NameTooLong { offset: 12 }
+        );
+    }
+
+    /// A message whose second answer's owner name is reached through `pointers`
+    /// compression pointers, each pointing to the one before it, the first to a root
+    /// label inside the first answer's RDATA.
+    fn pointer_chain(pointers: usize) -> Vec<u8> {
+        let mut m = header(0x8000, [0, 2, 0, 0]);
+        let chain = pointers - 1; // pointers inside the RDATA
+        m.extend_from_slice(&hex("00 0010 0001 00000000"));
+        m.extend_from_slice(&(1 + 2 * chain as u16).to_be_bytes());
+        let root_at = m.len();
+        m.push(0);
+        let mut target = root_at;
+        for _ in 0..chain {
+            let at = m.len();
+            m.extend_from_slice(&(0xc000 | target as u16).to_be_bytes());
+            target = at;
+        }
+        m.extend_from_slice(&(0xc000 | target as u16).to_be_bytes());
+        m.extend_from_slice(&hex("0001 0001 00000000 0004 c0000201"));
+        m
+    }
+
+    #[test]
+    fn a_name_may_follow_127_pointers_and_no_more() {
+        let m = Message::decode(&pointer_chain(MAX_POINTERS)).unwrap();
+        assert_eq!(m.answers[1].name, Name::root());
+        assert_eq!(m.answers[1].data, RData::A(Ipv4Addr::new(192, 0, 2, 1)));
+        let m = pointer_chain(MAX_POINTERS + 1);
+        let second = m.len() - 16; // the pointer, then 14 octets of type to RDATA
+        assert_eq!(
+            Message::decode(&m).unwrap_err(),
+            WireError::TooManyPointers { offset: second }
+        );
+    }
+
+    #[test]
+    fn counts_are_checked_against_the_octets_left() {
+        // A question takes at least 5 octets (root, QTYPE, QCLASS), a record at least 11
+        // (root, TYPE, CLASS, TTL, RDLENGTH).
+        let question = hex("00 0001 0001");
+        let record = hex("00 0010 0001 00000000 0000");
+        let mut m = header(0, [1, 0, 0, 0]);
+        m.extend_from_slice(&question);
+        assert_eq!(Message::decode(&m).unwrap().questions.len(), 1);
+        m.pop();
+        assert_eq!(
+            Message::decode(&m).unwrap_err(),
+            WireError::CountTooLarge {
+                section: "question",
+                count: 1
+            }
+        );
+        for (i, section) in [(1, "answer"), (2, "authority"), (3, "additional")] {
+            let mut counts = [0; 4];
+            counts[i] = 1;
+            let mut m = header(0, counts);
+            m.extend_from_slice(&record);
+            assert!(Message::decode(&m).is_ok(), "{section}");
+            m.pop();
+            assert_eq!(
+                Message::decode(&m).unwrap_err(),
+                WireError::CountTooLarge { section, count: 1 }
+            );
+            assert_eq!(
+                Message::decode(&header(0, counts)).unwrap_err(),
+                WireError::CountTooLarge { section, count: 1 }
+            );
+        }
+        assert_eq!(
+            Message::decode(&header(0, [1, 0, 0, 0])).unwrap_err(),
+            WireError::CountTooLarge {
+                section: "question",
+                count: 1
+            }
+        );
+    }
+
+    #[test]
+    fn names_hash_by_their_letters_without_case() {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let h = |s: &str| {
+            BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                .hash_one(name(s))
+        };
+        assert_eq!(h("WWW.Example.COM"), h("www.example.com"));
+        // Different names hash differently (a constant hash would make every map of
+        // names a list).
+        assert_ne!(h("a.example"), h("b.example"));
+        assert_ne!(h("example"), h("example.com"));
+    }
 }
