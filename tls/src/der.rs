@@ -204,4 +204,166 @@ mod tests {
         );
         assert_eq!(Reader::new(&[]).read_any(), Err(Malformed));
     }
+
+    #[test]
+    fn long_form_lengths_take_one_to_four_octets() {
+        // X.690 §8.1.3.5: 0x80 alone is the indefinite form, which DER forbids (§10.1),
+        // even when 128 octets follow.
+        let mut indefinite = vec![0x04, 0x80];
+        indefinite.extend_from_slice(&[0u8; 128]);
+        assert_eq!(Reader::new(&indefinite).read_any(), Err(Malformed));
+        assert_eq!(
+            Reader::new(&[0x04, 0x80, 0x00, 0x00]).read_any(),
+            Err(Malformed)
+        );
+        let mut one = vec![0x04, 0x81, 0x80];
+        one.extend_from_slice(&[7u8; 128]);
+        assert_eq!(Reader::new(&one).read_any(), Ok((0x04, &[7u8; 128][..])));
+        let mut two = vec![0x04, 0x82, 0x01, 0x02];
+        two.extend_from_slice(&[9u8; 0x102]);
+        assert_eq!(Reader::new(&two).read_any(), Ok((0x04, &[9u8; 0x102][..])));
+        assert_eq!(
+            Reader::new(&[0x04, 0x84, 0, 0, 0, 1, 0xaa]).read_any(),
+            Ok((0x04, &[0xaa][..]))
+        );
+        assert_eq!(
+            Reader::new(&[0x04, 0x85, 0, 0, 0, 0, 1, 0xaa]).read_any(),
+            Err(Malformed)
+        );
+        // The reader moves past the whole TLV, whatever the length form.
+        let mut r = Reader::new(&[0x04, 0x81, 0x01, 0xaa, 0x05, 0x00]);
+        assert_eq!(r.read(OCTET_STRING), Ok(&[0xaa][..]));
+        assert_eq!(r.peek_tag(), Some(0x05));
+        assert_eq!(r.read(0x05), Ok(&[][..]));
+        assert!(r.is_empty());
+        assert_eq!(r.peek_tag(), None);
+    }
+
+    #[test]
+    fn read_checks_the_tag_and_read_optional_leaves_others() {
+        let mut r = Reader::new(&[0x02, 0x01, 0x05, 0x04, 0x00]);
+        assert_eq!(r.read_optional(BOOLEAN), Ok(None));
+        assert_eq!(r.read_optional(INTEGER), Ok(Some(&[0x05][..])));
+        assert_eq!(r.clone().read(INTEGER), Err(Malformed));
+        assert_eq!(r.read(OCTET_STRING), Ok(&[][..]));
+        assert_eq!(r.read_optional(INTEGER), Ok(None));
+        assert_eq!(Reader::new(&[0x3f, 0x01, 0x00]).read_any(), Err(Malformed));
+        assert_eq!(Reader::new(&[0x04]).read_any(), Err(Malformed));
+    }
+
+    fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+        assert!(content.len() < 0x80);
+        [&[tag, content.len() as u8][..], content].concat()
+    }
+
+    /// A Certificate whose TBSCertificate holds `tbs` (the signature algorithm and value
+    /// are not looked at).
+    fn cert(tbs: &[Vec<u8>]) -> Vec<u8> {
+        let tbs = tlv(SEQUENCE, &tbs.concat());
+        let mut body = tbs;
+        body.extend(tlv(SEQUENCE, &[]));
+        body.extend(tlv(0x03, &[0]));
+        let mut out = vec![SEQUENCE, 0x81, body.len() as u8];
+        out.extend(body);
+        out
+    }
+
+    /// version [0], serial, then signature, issuer, validity, subject and SPKI.
+    fn head(version: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        if let Some(ver) = version {
+            v.push(tlv(0xa0, &tlv(INTEGER, ver)));
+        }
+        v.push(tlv(INTEGER, &[0x00, 0x80]));
+        for _ in 0..5 {
+            v.push(tlv(SEQUENCE, &[]));
+        }
+        v
+    }
+
+    fn ext(oid: &[u8], critical: Option<u8>, value: &[u8]) -> Vec<u8> {
+        let mut e = tlv(OID, oid);
+        if let Some(c) = critical {
+            e.extend(tlv(BOOLEAN, &[c]));
+        }
+        e.extend(tlv(OCTET_STRING, value));
+        tlv(SEQUENCE, &e)
+    }
+
+    fn exts(list: &[Vec<u8>]) -> Vec<u8> {
+        tlv(0xa3, &tlv(SEQUENCE, &list.concat()))
+    }
+
+    #[test]
+    fn tbs_view_reads_version_serial_and_extensions() {
+        let mut tbs = head(Some(&[2]));
+        tbs.push(exts(&[
+            ext(oid::BASIC_CONSTRAINTS, Some(0xff), &[0x30, 0x00]),
+            ext(oid::SUBJECT_ALT_NAME, None, &[0x30, 0x00]),
+            ext(oid::EXT_KEY_USAGE, Some(0x00), &[0x30, 0x00]),
+        ]));
+        let der = cert(&tbs);
+        let v = TbsView::parse(&der).unwrap();
+        assert_eq!(v.version, 2);
+        assert_eq!(v.serial, &[0x00, 0x80]);
+        assert_eq!(v.extensions.len(), 3);
+        let bc = v.extension(oid::BASIC_CONSTRAINTS).unwrap();
+        assert!(bc.critical);
+        assert_eq!(bc.value, &[0x30, 0x00]);
+        assert!(!v.extension(oid::SUBJECT_ALT_NAME).unwrap().critical);
+        assert!(!v.extension(oid::EXT_KEY_USAGE).unwrap().critical);
+        assert!(v.extension(oid::NAME_CONSTRAINTS).is_none());
+        // Without [0] the version is v1.
+        let der = cert(&head(None));
+        let v = TbsView::parse(&der).unwrap();
+        assert_eq!((v.version, v.extensions.len()), (0, 0));
+    }
+
+    #[test]
+    fn tbs_view_skips_unique_ids_in_either_form() {
+        // issuerUniqueID [1] and subjectUniqueID [2], primitive or constructed.
+        for ids in [
+            [tlv(0x81, &[0]), tlv(0xa2, &[])],
+            [tlv(0xa1, &[]), tlv(0x82, &[0])],
+            [tlv(0xa1, &[]), tlv(0xa2, &[])],
+        ] {
+            let mut tbs = head(Some(&[2]));
+            tbs.extend(ids);
+            tbs.push(exts(&[ext(oid::SUBJECT_ALT_NAME, None, &[])]));
+            let der = cert(&tbs);
+            let v = TbsView::parse(&der).unwrap();
+            assert!(v.extension(oid::SUBJECT_ALT_NAME).is_some());
+        }
+        // A tag that is neither is not skipped.
+        let mut tbs = head(Some(&[2]));
+        tbs.push(tlv(0x00, &[]));
+        assert_eq!(TbsView::parse(&cert(&tbs)).unwrap_err(), Malformed);
+    }
+
+    #[test]
+    fn tbs_view_refuses_malformed_parts() {
+        let bad = |tbs: Vec<Vec<u8>>| TbsView::parse(&cert(&tbs)).unwrap_err();
+        // A version of two octets.
+        assert_eq!(bad(head(Some(&[0, 2]))), Malformed);
+        // A criticality other than 00 or ff (DER, X.690 §11.1).
+        let mut tbs = head(Some(&[2]));
+        tbs.push(exts(&[ext(oid::BASIC_CONSTRAINTS, Some(0x01), &[])]));
+        assert_eq!(bad(tbs), Malformed);
+        // Anything after extnValue.
+        let mut tbs = head(Some(&[2]));
+        let mut e = tlv(OID, oid::BASIC_CONSTRAINTS);
+        e.extend(tlv(OCTET_STRING, &[]));
+        e.extend(tlv(0x05, &[]));
+        tbs.push(exts(&[tlv(SEQUENCE, &e)]));
+        assert_eq!(bad(tbs), Malformed);
+        // Anything after the extensions.
+        let mut tbs = head(Some(&[2]));
+        tbs.push(exts(&[]));
+        tbs.push(tlv(0x05, &[]));
+        assert_eq!(bad(tbs), Malformed);
+        // A missing part.
+        let mut tbs = head(Some(&[2]));
+        tbs.pop();
+        assert_eq!(bad(tbs), Malformed);
+    }
 }
