@@ -155,15 +155,18 @@ impl Server {
         let _ = keel_linux::rlimit::raise_nofile_limit();
         let parent = process::pid();
 
-        let mut slots: Vec<Slot> = Vec::with_capacity(self.config.workers);
-        for _ in 0..self.config.workers {
-            match spawn(
+        let start_worker = || {
+            spawn(
                 &self.config,
                 self.tls.as_deref(),
                 &make_handler,
                 &stop,
                 parent,
-            ) {
+            )
+        };
+        let mut slots: Vec<Slot> = Vec::with_capacity(self.config.workers);
+        for _ in 0..self.config.workers {
+            match start_worker() {
                 Ok(pid) => slots.push(Slot {
                     pid: Some(pid),
                     started: Instant::now(),
@@ -234,13 +237,7 @@ impl Server {
                 if slot.restart_at.is_some_and(|t| t <= now) {
                     slot.restart_at = None;
                     slot.started = now;
-                    match spawn(
-                        &self.config,
-                        self.tls.as_deref(),
-                        &make_handler,
-                        &stop,
-                        parent,
-                    ) {
+                    match start_worker() {
                         Ok(pid) => slot.pid = Some(pid),
                         Err(e) => {
                             eprintln!("keel: worker {n} failed to restart: {e}");
