@@ -306,7 +306,9 @@ impl SseDecoder {
         match name {
             b"event" => self.event_type = value.into_owned(),
             b"data" => {
-                if self.data.len() + value.len() + 1 > self.max_event_size {
+                // The dispatched data is the buffer without its last line feed: with
+                // this line, `data.len() + value.len()` bytes.
+                if self.data.len() + value.len() > self.max_event_size {
                     return Err(SseError::EventTooLarge {
                         limit: self.max_event_size,
                     });

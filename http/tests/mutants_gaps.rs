@@ -83,7 +83,6 @@ fn event_data_one_byte_under_the_event_limit_is_dispatched() {
 /// `dispatch` removes again from the last one. See the report in
 /// `conformance/MUTANTS.md` (sse.rs:309:50, `+` → `*`, is the mutant that passes this).
 #[test]
-#[ignore = "fails on the current code: the event-size limit is off by one (see conformance/MUTANTS.md)"]
 fn event_data_of_exactly_the_event_limit_is_dispatched() {
     assert_eq!(
         data_of(&decode(1024, 5, b"data: 01234\n\n").unwrap()),
