@@ -346,6 +346,13 @@ where
                 Ok(true) => matches!(lio::read(&ready_r, &mut [0u8; 1]), Ok(1)),
                 _ => false,
             };
+            // The worker closes its end right after the byte: wait for that end of file
+            // too, so a worker announced as ready holds exactly its serving descriptors.
+            let ok =
+                ok && matches!(
+                    lio::poll_fd(&ready_r, PollFor::Read, Some(WORKER_START_TIMEOUT)),
+                    Ok(true)
+                ) && matches!(lio::read(&ready_r, &mut [0u8; 1]), Ok(0));
             if ok {
                 Ok(pid)
             } else {
