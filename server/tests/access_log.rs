@@ -13,7 +13,7 @@ fn access_log_counts_the_body_bytes_sent() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f.txt"), vec![b'x'; 1234]).unwrap();
     let root = dir.to_str().unwrap();
-    let (mut child, addr) = spawn_example_logging(
+    let mut server = spawn_example_logging(
         "static_files",
         &[
             "--addr",
@@ -25,7 +25,7 @@ fn access_log_counts_the_body_bytes_sent() {
             root,
         ],
     );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut s = std::net::TcpStream::connect(server.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = Vec::new();
     let mut exchange = |req: &str| {
@@ -54,10 +54,11 @@ fn access_log_counts_the_body_bytes_sent() {
     ));
     assert_eq!(not_modified.status, 304);
     drop(s);
-    send_signal(child.id() as i32, 15);
-    assert!(child.wait().unwrap().success());
+    send_signal(server.child.id() as i32, 15);
+    assert!(server.child.wait().unwrap().success());
     let mut err = String::new();
-    child
+    server
+        .child
         .stderr
         .take()
         .unwrap()

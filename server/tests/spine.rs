@@ -317,11 +317,11 @@ fn sigterm_stops_parent_and_workers_within_five_seconds() {
 
 #[test]
 fn access_log_writes_one_escaped_line_per_request() {
-    let (mut child, addr) = spawn_example_logging(
+    let mut server = spawn_example_logging(
         "techempower",
         &["--addr", "127.0.0.1:0", "--workers", "1", "--access-log"],
     );
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut s = std::net::TcpStream::connect(server.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     // A request-line with a quote: escaped in the log, so it cannot forge a line.
     send(
@@ -333,11 +333,11 @@ fn access_log_writes_one_escaped_line_per_request() {
     read_response(&mut s, &mut buf).unwrap();
     drop(s);
     // Stop the server, then read everything it logged.
-    send_signal(child.id() as i32, 15);
-    let status = child.wait().unwrap();
+    send_signal(server.child.id() as i32, 15);
+    let status = server.child.wait().unwrap();
     assert!(status.success());
     let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    std::io::Read::read_to_string(&mut server.child.stderr.take().unwrap(), &mut err).unwrap();
     let lines: Vec<&str> = err
         .lines()
         .filter(|l| l.starts_with("127.0.0.1 - - ["))

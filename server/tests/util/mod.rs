@@ -310,10 +310,26 @@ pub fn fd_count(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
+/// A server started by [`spawn_example_logging`]; dropping it kills the process if it
+/// still runs (so a failing test leaves nothing behind).
+pub struct LoggingServer {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+}
+
+impl Drop for LoggingServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Starts example `name` with `args` (which must include `--addr`), its standard error
 /// captured, and waits for its "listening on ADDR" line: for tests that read what the
-/// server logs after stopping it (`child.stderr`).
-pub fn spawn_example_logging(name: &str, args: &[&str]) -> (std::process::Child, SocketAddr) {
+/// server logs after stopping it (`server.child.stderr`).
+pub fn spawn_example_logging(name: &str, args: &[&str]) -> LoggingServer {
     let mut child = Command::new(example_path(name))
         .args(args)
         .stdin(Stdio::null())
@@ -323,11 +339,15 @@ pub fn spawn_example_logging(name: &str, args: &[&str]) -> (std::process::Child,
         .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
-    out.read_line(&mut line).expect("read the listening line");
+    let _ = out.read_line(&mut line);
     let addr = line
         .trim()
         .strip_prefix("listening on ")
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("{name}: unexpected first line {line:?}"));
-    (child, addr)
+        .and_then(|a| a.parse().ok());
+    let Some(addr) = addr else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{name}: unexpected first line {line:?}");
+    };
+    LoggingServer { child, addr }
 }
