@@ -4,6 +4,13 @@
 //! Every table answers "may this byte appear here?" with one indexed load, so
 //! the parsers never branch on ranges byte by byte.
 
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use safe_arch::{
+    bitand_m128i, bitandnot_m128i, bitor_m128i, bitxor_m128i, cmp_eq_mask_i8_m128i,
+    cmp_gt_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i, min_u8_m128i,
+    move_mask_i8_m128i, set_splat_i8_m128i,
+};
+
 /// Builds a `[bool; 256]` table that is `true` for every byte `b` where
 /// `$pred(b)` holds. Runs at compile time.
 macro_rules! byte_table {
@@ -151,22 +158,22 @@ pub(crate) fn trim_ows(mut bytes: &[u8]) -> &[u8] {
 // ---- Scanning ----------------------------------------------------------
 //
 // The scans below look for the first byte of some class, sixteen bytes at a
-// time. Each class is written twice, and the tests check that the two agree
-// for every byte value in every lane:
+// time. Each class is written three times, and the tests check that they
+// agree for every byte value in every lane:
 //
 // - `ByteClass::byte`, a branch-free byte predicate with wrapping range
-//   checks. `ByteClass::any` or-s it over a block of sixteen bytes into one
-//   `bool`, without an early exit, which the compiler turns into a few SSE2
-//   instructions ending in one `pmovmskb` and a branch on x86-64 (plain code
-//   elsewhere). It skips the blocks without such a byte.
-// - `ByteClass::lanes`, the same predicate on eight bytes at a time read as
-//   a little-endian `u64` (SWAR): every byte is a lane, no carry or borrow
-//   crosses from one lane into the next, so the high bit of each lane is
-//   exact. `ByteClass::first_in_block` finds the first flagged lane of the
-//   block that has one with it, reading the words straight from memory: the
-//   vector compare's result would have to go through memory to reach a
-//   general register (there is no portable movemask), which costs more than
-//   the few integer instructions and stalls the scan behind it.
+//   checks: the reference, and the scan of a buffer shorter than a block.
+// - `ByteClass::vector`, on x86-64 (where SSE2 is always there): the same
+//   predicate on a vector of sixteen bytes, through `safe_arch`'s safe
+//   wrappers of the SSE2 intrinsics. `ByteClass::mask` loads a block, runs
+//   the predicate and turns the lanes into a 16-bit mask with one
+//   `pmovmskb`, so a block costs about ten instructions and the first byte
+//   of the class is one `tzcnt` away.
+// - `ByteClass::lanes`, on other targets: the predicate on eight bytes at a
+//   time read as a little-endian `u64` (SWAR): every byte is a lane, no
+//   carry or borrow crosses from one lane into the next, so the high bit of
+//   each lane is exact. `lanes_mask` gathers those high bits into the same
+//   16-bit mask. It is compiled and tested on x86-64 too.
 
 /// `0x01` in every lane of a word.
 const ONES: u64 = u64::from_le_bytes([0x01; 8]);
@@ -204,10 +211,50 @@ fn lanes_equal(a: u64, byte: u8) -> u64 {
     !((a ^ splat(byte)) + LOW7)
 }
 
-/// Index of the lowest lane of `lanes` with its high bit set, 8 if none.
+/// The high bits of the eight lanes of `lanes` as the low eight bits of
+/// the result: the multiplication moves the bit of lane `k` (bit `8k` after
+/// the shift) to bit `56 + k`, and no two partial products meet, so nothing
+/// carries.
 #[inline(always)]
-fn first_lane(lanes: u64) -> usize {
-    ((lanes & HIGHS).trailing_zeros() / 8) as usize
+#[cfg_attr(
+    all(all(target_arch = "x86_64", target_feature = "sse2"), not(test)),
+    allow(dead_code)
+)]
+fn gather_high_bits(lanes: u64) -> u32 {
+    (((lanes & HIGHS) >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
+}
+
+/// [`ByteClass::mask`] by [`ByteClass::lanes`], eight bytes at a time.
+#[inline(always)]
+#[cfg_attr(
+    all(all(target_arch = "x86_64", target_feature = "sse2"), not(test)),
+    allow(dead_code)
+)]
+fn lanes_mask<C: ByteClass>(block: &[u8; 16]) -> u32 {
+    let (Some(low), Some(high)) = (block.first_chunk::<8>(), block.last_chunk::<8>()) else {
+        return 0;
+    };
+    gather_high_bits(C::lanes(u64::from_le_bytes(*low)))
+        | gather_high_bits(C::lanes(u64::from_le_bytes(*high))) << 8
+}
+
+/// `byte` in every lane of a vector.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn splat8(byte: u8) -> m128i {
+    set_splat_i8_m128i(byte as i8)
+}
+
+/// `0xff` in the lanes of `x` that hold an ASCII letter, `0` elsewhere
+/// (signed compares: the bytes from 0x80 up are negative).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn letter_lanes(x: m128i) -> m128i {
+    let folded = bitor_m128i(x, splat8(0x20));
+    bitand_m128i(
+        cmp_gt_mask_i8_m128i(folded, splat8(b'a' - 1)),
+        cmp_lt_mask_i8_m128i(folded, splat8(b'z' + 1)),
+    )
 }
 
 /// A class of bytes a scan looks for.
@@ -217,37 +264,38 @@ trait ByteClass {
 
     /// The high bit of each lane of `x` whose byte is in the class is set;
     /// the other bits of the result mean nothing.
+    #[cfg_attr(
+        all(all(target_arch = "x86_64", target_feature = "sse2"), not(test)),
+        allow(dead_code)
+    )]
     fn lanes(x: u64) -> u64;
 
-    /// `true` if any byte of `block` is in the class.
+    /// The same predicate on a vector of sixteen bytes: each lane of `x`
+    /// whose byte is in the class becomes `0xff`, every other lane `0`.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    fn vector(x: m128i) -> m128i;
+
+    /// Bit `k` (of sixteen) is set where byte `k` of `block` is in the
+    /// class.
     #[inline(always)]
-    fn any(block: &[u8; 16]) -> bool {
-        block.iter().fold(false, |found, &b| found | Self::byte(b))
+    fn mask(block: &[u8; 16]) -> u32 {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        return move_mask_i8_m128i(Self::vector(load_unaligned_m128i(block))) as u32 & 0xffff;
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+        lanes_mask::<Self>(block)
     }
 
     /// Index of the first byte of `block` in the class, or 16 if none.
     #[inline(always)]
     fn first_in_block(block: &[u8; 16]) -> usize {
-        Self::first_in_block_from(block, 0)
+        (Self::mask(block) | 1 << 16).trailing_zeros() as usize
     }
 
     /// Index of the first byte of `block` at or after `from` (below 16) in
     /// the class, or 16 if none.
     #[inline(always)]
     fn first_in_block_from(block: &[u8; 16], from: usize) -> usize {
-        let (Some(low), Some(high)) = (block.first_chunk::<8>(), block.last_chunk::<8>()) else {
-            return 16;
-        };
-        let skip = |lanes: u64, from: usize| {
-            lanes & HIGHS & u64::MAX.checked_shl(8 * from as u32).unwrap_or(0)
-        };
-        match skip(Self::lanes(u64::from_le_bytes(*low)), from) {
-            0 => {
-                let from = from.saturating_sub(8);
-                8 + first_lane(skip(Self::lanes(u64::from_le_bytes(*high)), from))
-            }
-            lanes => first_lane(lanes),
-        }
+        ((Self::mask(block) & u32::MAX << from) | 1 << 16).trailing_zeros() as usize
     }
 }
 
@@ -267,6 +315,14 @@ impl ByteClass for ControlOrDel {
         // the controls 0x01..=0x20, every other byte 0x21..=0x7f.
         let a = ((x & LOW7) + ONES) & LOW7;
         lanes_below(a, 0x21) & !x
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn vector(x: m128i) -> m128i {
+        // Unsigned: a byte at most 0x1f is its own minimum with 0x1f.
+        let control = cmp_eq_mask_i8_m128i(min_u8_m128i(x, splat8(0x1f)), x);
+        bitor_m128i(control, cmp_eq_mask_i8_m128i(x, splat8(0x7f)))
     }
 }
 
@@ -288,6 +344,21 @@ impl ByteClass for NotTargetPath {
             | lanes_equal(a, b'#')
             | lanes_equal(a, b'?')
     }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn vector(x: m128i) -> m128i {
+        // Signed: the bytes from 0x80 up are negative, so below `!` too.
+        let outside = bitor_m128i(
+            cmp_lt_mask_i8_m128i(x, splat8(0x21)),
+            cmp_eq_mask_i8_m128i(x, splat8(0x7f)),
+        );
+        let hash_or_question = bitor_m128i(
+            cmp_eq_mask_i8_m128i(x, splat8(b'#')),
+            cmp_eq_mask_i8_m128i(x, splat8(b'?')),
+        );
+        bitor_m128i(outside, hash_or_question)
+    }
 }
 
 /// Not a `REQUEST_TARGET` byte (RFC 9112 §3.2): outside `%x21-7E`, or `#`.
@@ -303,6 +374,16 @@ impl ByteClass for NotTarget {
     fn lanes(x: u64) -> u64 {
         let a = x & LOW7;
         x | lanes_below(a, 0x21) | lanes_at_least(a, 0x7f) | lanes_equal(a, b'#')
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn vector(x: m128i) -> m128i {
+        let outside = bitor_m128i(
+            cmp_lt_mask_i8_m128i(x, splat8(0x21)),
+            cmp_eq_mask_i8_m128i(x, splat8(0x7f)),
+        );
+        bitor_m128i(outside, cmp_eq_mask_i8_m128i(x, splat8(b'#')))
     }
 }
 
@@ -328,6 +409,21 @@ impl ByteClass for NotUsualHost {
             lanes_at_least(a, b'-') & lanes_below(a, b':' + 1) & !lanes_equal(a, b'/');
         x | !(letter | punct_or_digit)
     }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn vector(x: m128i) -> m128i {
+        // Signed compares: the bytes from 0x80 up are negative, in no range.
+        let letter = letter_lanes(x);
+        let punct_or_digit = bitandnot_m128i(
+            cmp_eq_mask_i8_m128i(x, splat8(b'/')),
+            bitand_m128i(
+                cmp_gt_mask_i8_m128i(x, splat8(b'-' - 1)),
+                cmp_lt_mask_i8_m128i(x, splat8(b':' + 1)),
+            ),
+        );
+        bitxor_m128i(bitor_m128i(letter, punct_or_digit), splat8(0xff))
+    }
 }
 
 /// Neither a letter nor `-`: the first such byte ends the usual field name.
@@ -346,47 +442,45 @@ impl ByteClass for NotLetterOrDash {
         let letter = lanes_at_least(t, b'a') & lanes_below(t, b'z' + 1);
         x | !(letter | lanes_equal(a, b'-'))
     }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn vector(x: m128i) -> m128i {
+        let letter_or_dash = bitor_m128i(letter_lanes(x), cmp_eq_mask_i8_m128i(x, splat8(b'-')));
+        bitxor_m128i(letter_or_dash, splat8(0xff))
+    }
 }
 
 /// Index of the first byte at or after `from` in `bytes` that is in class
 /// `C`, or `bytes.len()` if none; `from` if it is past the end.
 ///
-/// With `SHORT`, for scans that usually end within a block or two, every
-/// block goes straight to [`ByteClass::first_in_block`]; otherwise blocks
-/// are skipped with [`ByteClass::any`] first. (`SHORT` also suits classes
-/// whose `any` the compiler does not turn into one compare and `pmovmskb`.)
-/// A last block shorter than sixteen bytes is read as the (overlapping) last
-/// sixteen bytes of `bytes`, the bytes before `from` masked off, so only
-/// buffers shorter than a block are scanned byte by byte.
+/// Whole blocks of sixteen bytes from `from` are tested with
+/// [`ByteClass::mask`]. A last block shorter than that is read as the
+/// (overlapping) last sixteen bytes of `bytes`, the bytes already scanned
+/// masked off, so only buffers shorter than a block are scanned byte by
+/// byte.
 #[inline(always)]
-fn find<C: ByteClass, const SHORT: bool>(bytes: &[u8], from: usize) -> usize {
+fn find<C: ByteClass>(bytes: &[u8], from: usize) -> usize {
+    let Some(rest) = bytes.get(from..) else {
+        return from;
+    };
     let mut i = from;
-    while let Some(block) = bytes.get(i..).and_then(<[u8]>::first_chunk::<16>) {
-        if SHORT {
-            match C::first_in_block(block) {
-                16 => i += 16,
-                at => return i + at,
+    for chunk in rest.chunks_exact(16) {
+        if let Some(block) = chunk.first_chunk::<16>() {
+            let mask = C::mask(block);
+            if mask != 0 {
+                return i + mask.trailing_zeros() as usize;
             }
-        } else {
-            if C::any(block) {
-                return i + C::first_in_block(block);
-            }
-            i += 16;
         }
+        i += 16;
     }
-    if i >= bytes.len() {
+    if i == bytes.len() {
         return i;
     }
     if let Some(block) = bytes.last_chunk::<16>() {
-        // `base < i < bytes.len()`. The bytes from `from` to `i` are not in
-        // the class; skip any others before `i`.
+        // `base < i < bytes.len()`: skip the bytes before `i`, scanned above.
         let base = bytes.len() - 16;
-        return base
-            + if base < from {
-                C::first_in_block_from(block, i - base)
-            } else {
-                C::first_in_block(block)
-            };
+        return base + C::first_in_block_from(block, i - base);
     }
     bytes[i..]
         .iter()
@@ -394,45 +488,20 @@ fn find<C: ByteClass, const SHORT: bool>(bytes: &[u8], from: usize) -> usize {
         .map_or(bytes.len(), |at| i + at)
 }
 
-/// `0xff` in the first sixteen bytes, then `0`: `PREFIX_MASKS[16 - k..][..16]`
-/// selects the first `k` bytes of a block.
-static PREFIX_MASKS: [u8; 32] = {
-    let mut masks = [0; 32];
-    let mut i = 0;
-    while i < 16 {
-        masks[i] = 0xff;
-        i += 1;
-    }
-    masks
-};
-
 /// `true` if every byte of `buf[start..end]` is a [`HOST`] byte; values made
 /// of letters, digits, `-`, `.` and `:` are checked sixteen bytes at a time.
 #[inline(always)]
 pub(crate) fn is_host_value(buf: &[u8], start: usize, end: usize) -> bool {
     let len = end.wrapping_sub(start);
     if len <= 16 {
-        if let (Some(block), Some(mask)) = (
-            buf.get(start..).and_then(<[u8]>::first_chunk::<16>),
-            PREFIX_MASKS[16 - len..].first_chunk::<16>(),
-        ) {
-            if !NotUsualHost::any(&keep_prefix(block, mask)) {
+        if let Some(block) = buf.get(start..).and_then(<[u8]>::first_chunk::<16>) {
+            // Only the first `len` bytes of the block are the value.
+            if NotUsualHost::mask(block) & ((1 << len) - 1) == 0 {
                 return true;
             }
         }
     }
     buf.get(start..end).is_some_and(all_host)
-}
-
-/// `block` with the bytes where `mask` is 0 replaced by `a`, a byte in no
-/// class.
-#[inline(always)]
-fn keep_prefix(block: &[u8; 16], mask: &[u8; 16]) -> [u8; 16] {
-    let mut part = [0u8; 16];
-    for ((byte, &b), &m) in part.iter_mut().zip(block).zip(mask) {
-        *byte = (b & m) | (b'a' & !m);
-    }
-    part
 }
 
 /// Offset of the first byte of `bytes` that is a control byte (`< 0x20`,
@@ -442,7 +511,7 @@ fn keep_prefix(block: &[u8; 16], mask: &[u8; 16]) -> [u8; 16] {
 /// field-vchar, SP or obs-text.
 #[cfg(test)]
 pub(crate) fn control_or_del_offset(bytes: &[u8]) -> usize {
-    find::<ControlOrDel, false>(bytes, 0)
+    find::<ControlOrDel>(bytes, 0)
 }
 
 /// Index of the first byte at or after `from` that is a control byte or DEL
@@ -450,7 +519,7 @@ pub(crate) fn control_or_del_offset(bytes: &[u8]) -> usize {
 /// is past the end.
 #[inline(always)]
 pub(crate) fn find_control_or_del(bytes: &[u8], from: usize) -> usize {
-    find::<ControlOrDel, false>(bytes, from)
+    find::<ControlOrDel>(bytes, from)
 }
 
 /// Index of the first byte at or after `from` that is not a
@@ -458,7 +527,7 @@ pub(crate) fn find_control_or_del(bytes: &[u8], from: usize) -> usize {
 /// non-ASCII byte), or `bytes.len()` if none; `from` if it is past the end.
 #[inline(always)]
 pub(crate) fn find_non_target_path(bytes: &[u8], from: usize) -> usize {
-    find::<NotTargetPath, true>(bytes, from)
+    find::<NotTargetPath>(bytes, from)
 }
 
 /// Index of the first byte at or after `from` that is not a
@@ -466,7 +535,7 @@ pub(crate) fn find_non_target_path(bytes: &[u8], from: usize) -> usize {
 /// or `bytes.len()` if none; `from` if it is past the end.
 #[inline(always)]
 pub(crate) fn find_non_target(bytes: &[u8], from: usize) -> usize {
-    find::<NotTarget, true>(bytes, from)
+    find::<NotTarget>(bytes, from)
 }
 
 /// Offset of the first byte of `bytes` that is not a `REQUEST_TARGET_PATH`
@@ -487,9 +556,8 @@ pub(crate) fn non_target_offset(bytes: &[u8]) -> usize {
 /// If `line` starts with a field name (a non-empty token) followed by `:`,
 /// the name's length.
 ///
-/// Names made of letters and `-` (nearly all of them) are read eight bytes
-/// at a time (within blocks of sixteen): the first byte that is neither must
-/// be the colon. Any other name is checked byte by byte against [`TCHAR`].
+/// Names made of letters and `-` (nearly all of them) are read sixteen
+/// bytes at a time: the first byte that is neither must be the colon. Any other name is checked byte by byte against [`TCHAR`].
 #[inline(always)]
 pub(crate) fn field_name_len(line: &[u8]) -> Option<usize> {
     if let Some(block) = line.first_chunk::<16>() {
@@ -638,9 +706,9 @@ mod tests {
         }
     }
 
-    /// The block and lane forms of class `C` against its byte form: every
-    /// byte value in every lane, surrounded by every filler byte (so a SWAR
-    /// carry or borrow leaking into a neighbouring lane would show).
+    /// The vector, block and lane forms of class `C` against its byte form:
+    /// every byte value in every lane, surrounded by every filler byte (so a
+    /// SWAR carry or borrow leaking into a neighbouring lane would show).
     fn check_class<C: ByteClass>() {
         for fill in 0..=255u8 {
             for b in 0..=255u8 {
@@ -659,7 +727,17 @@ mod tests {
                         flagged, expected,
                         "fill {fill:#04x}, {b:#04x} in lane {lane}"
                     );
-                    assert_eq!(C::any(&block), expected.contains(&true));
+                    let bits = (0..16).filter(|&i| expected[i]).fold(0, |m, i| m | 1 << i);
+                    assert_eq!(
+                        C::mask(&block),
+                        bits,
+                        "fill {fill:#04x}, {b:#04x} in lane {lane}"
+                    );
+                    assert_eq!(lanes_mask::<C>(&block), bits, "SWAR mask");
+                    assert_eq!(
+                        C::first_in_block(&block),
+                        expected.iter().position(|&e| e).unwrap_or(16)
+                    );
                     for from in [0, lane, (lane + 1).min(15), 9] {
                         assert_eq!(
                             C::first_in_block_from(&block, from),
@@ -726,12 +804,12 @@ mod tests {
                             "target from {from} {v:?}"
                         );
                         assert_eq!(
-                            find::<NotUsualHost, true>(&v, from),
+                            find::<NotUsualHost>(&v, from),
                             expected(NotUsualHost::byte),
                             "host from {from} {v:?}"
                         );
                         assert_eq!(
-                            find::<NotLetterOrDash, false>(&v, from),
+                            find::<NotLetterOrDash>(&v, from),
                             expected(NotLetterOrDash::byte),
                             "name from {from} {v:?}"
                         );
@@ -772,7 +850,7 @@ mod tests {
             for bad in 0..=255u8 {
                 for v in probes(fill, bad) {
                     for start in [0, 3] {
-                        for end in [start + 1, start + 15, start + 17] {
+                        for end in [start, start + 1, start + 15, start + 16, start + 17] {
                             if end > v.len() {
                                 continue;
                             }
