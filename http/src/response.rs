@@ -223,26 +223,27 @@ pub fn write_field_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 /// assert_eq!(out, b"Content-Length: 13\r\n");
 /// ```
 pub fn write_content_length(out: &mut Vec<u8>, len: u64) {
-    const PREFIX: &[u8] = b"Content-Length: ";
-    // u64::MAX has 20 decimal digits.
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
+    const PREFIX: &[u8; 16] = b"Content-Length: ";
+    // The field line is built backwards from its CRLF in one buffer (u64::MAX
+    // has 20 decimal digits) and copied out at once.
+    let mut line = [0u8; 16 + 20 + 2];
+    let mut start = line.len() - 2;
+    line[start..].copy_from_slice(b"\r\n");
     let mut n = len;
     loop {
         start -= 1;
         // `n % 10` is 0..=9.
         #[allow(clippy::cast_possible_truncation)]
         let digit = (n % 10) as u8;
-        digits[start] = b'0' + digit;
+        line[start] = b'0' + digit;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    out.reserve(PREFIX.len() + digits.len() - start + 2);
-    out.extend_from_slice(PREFIX);
-    out.extend_from_slice(&digits[start..]);
-    out.extend_from_slice(b"\r\n");
+    start -= PREFIX.len();
+    line[start..start + PREFIX.len()].copy_from_slice(PREFIX);
+    out.extend_from_slice(&line[start..]);
 }
 
 /// Returns `true` if `name` is a valid field name: a non-empty token

@@ -133,6 +133,7 @@ impl Response {
 
     /// Adds a field line made at compile time with [`header!`](crate::header): no check
     /// at run time, one copy. Field lines keep the order in which they were added.
+    #[inline]
     pub fn static_header(&mut self, h: Header) -> &mut Self {
         self.fields.extend_from_slice(h.line.as_bytes());
         self
