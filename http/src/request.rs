@@ -2998,6 +2998,39 @@ mod fast_path_tests {
         );
     }
 
+    /// Valid heads of the shapes the fast path is for are parsed by it, not
+    /// handed to the general path (which would give the same result, only
+    /// slower): HTTP/1.0, other methods, queries, a field name starting
+    /// with `!` (the lowest tchar), an HTAB inside a value, bare LFs.
+    #[test]
+    fn fast_path_takes_common_valid_heads() {
+        for head in [
+            &b"GET / HTTP/1.0\r\n\r\n"[..],
+            b"GET /a?b=1 HTTP/1.1\r\nHost: example.com\r\n\r\n",
+            b"POST /submit HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\n!x: 1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\tb\r\n\r\n",
+            b"GET / HTTP/1.1\nHost: h\n\n",
+        ] {
+            let mut parser = RequestParser::default();
+            assert_eq!(
+                parser.parse_whole_head(head),
+                Some(head.len()),
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
+            let mut general = RequestParser::default();
+            assert_eq!(
+                general.parse_general(head),
+                Ok(Status::Complete(head.len()))
+            );
+            assert_eq!(
+                format!("{:?}", parser.request(head)),
+                format!("{:?}", general.request(head))
+            );
+        }
+    }
+
     #[test]
     fn fast_path_takes_the_benchmark_requests() {
         let plaintext: &[u8] = b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:40000\r\n\
