@@ -846,6 +846,21 @@ mod tests {
         }
     }
 
+    /// Names of sixteen letters or more take the block-by-block path; a `:`
+    /// in the value, wherever it is, never ends the name early or late.
+    #[test]
+    fn long_field_names_end_at_their_own_colon() {
+        for name_len in 1..=50 {
+            for colon_at in name_len + 1..name_len + 70 {
+                let mut line = vec![b'a'; name_len];
+                line.extend_from_slice(b": ");
+                line.resize(name_len + 72, b'v');
+                line[colon_at] = b':';
+                assert_eq!(field_name_len(&line), Some(name_len), "{line:?}");
+            }
+        }
+    }
+
     #[test]
     fn is_host_value_matches_host_table() {
         for &fill in b"a9:_" {

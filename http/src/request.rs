@@ -3011,6 +3011,8 @@ mod fast_path_tests {
             b"GET / HTTP/1.1\r\nHost: h\r\n!x: 1\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\tb\r\n\r\n",
             b"GET / HTTP/1.1\nHost: h\n\n",
+            b"GET http://example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\n\r\n",
+            b"OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
         ] {
             let mut parser = RequestParser::default();
             assert_eq!(
@@ -3029,6 +3031,24 @@ mod fast_path_tests {
                 format!("{:?}", general.request(head))
             );
         }
+    }
+
+    /// A request-line exactly as long as its limit (CRLF included) is
+    /// within it, on the fast path as on the general one.
+    #[test]
+    fn fast_path_takes_a_request_line_exactly_at_its_limit() {
+        let head = b"GET /exact HTTP/1.1\r\nHost: h\r\n\r\n";
+        let line = b"GET /exact HTTP/1.1\r\n".len();
+        let mut parser = RequestParser::new(Limits {
+            max_request_line_size: line,
+            ..Limits::default()
+        });
+        assert_eq!(parser.parse_whole_head(head), Some(head.len()));
+        let mut parser = RequestParser::new(Limits {
+            max_request_line_size: line - 1,
+            ..Limits::default()
+        });
+        assert_eq!(parser.parse_whole_head(head), None);
     }
 
     #[test]
