@@ -2307,6 +2307,12 @@ mod tests {
             parse_with(limits, &three),
             Ok(Status::Complete(three.len()))
         );
+        // The general path (the head arriving in two parts) also allows
+        // exactly the limit: the empty line that ends the head is not a field.
+        let mut parser = RequestParser::new(limits);
+        let (first, _) = three.split_at(three.len() - 1);
+        assert_eq!(parser.parse(first), Ok(Status::Partial));
+        assert_eq!(parser.parse(&three), Ok(Status::Complete(three.len())));
         let four = with_fields(&["A: 1", "B: 2", "C: 3"]);
         assert_eq!(
             parse_with(limits, &four),
@@ -3046,6 +3052,24 @@ mod fast_path_tests {
         assert_eq!(parser.parse_whole_head(head), Some(head.len()));
         let mut parser = RequestParser::new(Limits {
             max_request_line_size: line - 1,
+            ..Limits::default()
+        });
+        assert_eq!(parser.parse_whole_head(head), None);
+    }
+
+    /// A field section exactly as long as its limit (final CRLF included)
+    /// is within it, on the fast path as on the general one.
+    #[test]
+    fn fast_path_takes_a_field_section_exactly_at_its_limit() {
+        let head = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        let section = head.len() - b"GET / HTTP/1.1\r\n".len();
+        let mut parser = RequestParser::new(Limits {
+            max_field_section_size: section,
+            ..Limits::default()
+        });
+        assert_eq!(parser.parse_whole_head(head), Some(head.len()));
+        let mut parser = RequestParser::new(Limits {
+            max_field_section_size: section - 1,
             ..Limits::default()
         });
         assert_eq!(parser.parse_whole_head(head), None);
