@@ -350,16 +350,7 @@ impl ByteClass for NotTargetPath {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[inline(always)]
     fn vector(x: m128i) -> m128i {
-        // Signed: the bytes from 0x80 up are negative, so below `!` too.
-        let outside = bitor_m128i(
-            cmp_lt_mask_i8_m128i(x, splat8(0x21)),
-            cmp_eq_mask_i8_m128i(x, splat8(0x7f)),
-        );
-        let hash_or_question = bitor_m128i(
-            cmp_eq_mask_i8_m128i(x, splat8(b'#')),
-            cmp_eq_mask_i8_m128i(x, splat8(b'?')),
-        );
-        bitor_m128i(outside, hash_or_question)
+        bitor_m128i(NotTarget::vector(x), cmp_eq_mask_i8_m128i(x, splat8(b'?')))
     }
 }
 
@@ -381,6 +372,7 @@ impl ByteClass for NotTarget {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[inline(always)]
     fn vector(x: m128i) -> m128i {
+        // Signed: the bytes from 0x80 up are negative, so below `!` too.
         let outside = bitor_m128i(
             cmp_lt_mask_i8_m128i(x, splat8(0x21)),
             cmp_eq_mask_i8_m128i(x, splat8(0x7f)),
@@ -847,7 +839,8 @@ mod tests {
     }
 
     /// Names of sixteen letters or more take the block-by-block path; a `:`
-    /// in the value, wherever it is, never ends the name early or late.
+    /// in the value, wherever it is, never ends the name early or late, and
+    /// a name followed by SP before any `:` is no field name at all.
     #[test]
     fn long_field_names_end_at_their_own_colon() {
         for name_len in 1..=50 {
@@ -857,6 +850,8 @@ mod tests {
                 line.resize(name_len + 72, b'v');
                 line[colon_at] = b':';
                 assert_eq!(field_name_len(&line), Some(name_len), "{line:?}");
+                line[name_len] = b' ';
+                assert_eq!(field_name_len(&line), None, "{line:?}");
             }
         }
     }
