@@ -47,6 +47,12 @@ impl<'a> Deref for Request<'a> {
 #[derive(Debug)]
 pub struct Response {
     status: StatusCode,
+    /// The first field lines, when each was added with [`Response::static_header`]
+    /// before any other: kept as references and copied once, into the output.
+    statics: [&'static str; MAX_STATICS],
+    /// How many of `statics` are used.
+    n_statics: usize,
+    /// The field lines after those, serialized.
     fields: Vec<u8>,
     body: Vec<u8>,
     /// A body that needs no copy; used instead of `body` when set.
@@ -68,6 +74,8 @@ impl Response {
     pub fn new() -> Response {
         Response {
             status: StatusCode::OK,
+            statics: [""; MAX_STATICS],
+            n_statics: 0,
             fields: Vec::with_capacity(256),
             body: Vec::with_capacity(1024),
             static_body: None,
@@ -79,6 +87,7 @@ impl Response {
 
     pub(crate) fn reset(&mut self) {
         self.status = StatusCode::OK;
+        self.n_statics = 0;
         self.fields.clear();
         self.body.clear();
         self.static_body = None;
@@ -132,11 +141,28 @@ impl Response {
     }
 
     /// Adds a field line made at compile time with [`header!`](crate::header): no check
-    /// at run time, one copy. Field lines keep the order in which they were added.
+    /// at run time. Field lines keep the order in which they were added. The first four,
+    /// when no [`Response::header`] came before them, are kept as references and copied
+    /// once, into the output; and a response made only of such field lines, a status and
+    /// a [`Response::static_body`] is written as one copy of the bytes the worker kept
+    /// from the last response like it in the same second.
     #[inline]
     pub fn static_header(&mut self, h: Header) -> &mut Self {
-        self.fields.extend_from_slice(h.line.as_bytes());
+        // Referenced while every field line so far is static (so the order holds);
+        // copied after a dynamic one or when the references run out.
+        if self.fields.is_empty() && self.n_statics < MAX_STATICS {
+            self.statics[self.n_statics] = h.line;
+            self.n_statics += 1;
+        } else {
+            self.copy_static_header(h);
+        }
         self
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn copy_static_header(&mut self, h: Header) {
+        self.fields.extend_from_slice(h.line.as_bytes());
     }
 
     /// Replaces the body with a copy of `content`.
@@ -261,6 +287,7 @@ impl Response {
         &self,
         out: &mut Vec<u8>,
         prefix: &Prefix,
+        cache: &mut ResponseCache,
         head_only: bool,
         close: bool,
         keep_alive_10: bool,
@@ -274,14 +301,43 @@ impl Response {
         }
         let bodiless_status = code == 204 || code == 304;
         let body: &[u8] = self.static_body.unwrap_or(&self.body);
-        out.reserve(prefix.ok_head.len() + self.fields.len() + body.len() + 48);
-        if self.status == StatusCode::OK {
-            out.extend_from_slice(&prefix.ok_head);
+        let statics = &self.statics[..self.n_statics];
+        // Only static field lines and no file or stream: the head is the same for every
+        // response like it in this second, and with a static body so is the rest.
+        let cacheable = self.fields.is_empty() && self.source.is_none();
+        let tail_key = match self.static_body {
+            Some(body) if cacheable => Some(TailKey {
+                body: (body.as_ptr() as usize, body.len()),
+                head_only,
+                close,
+                keep_alive_10,
+            }),
+            _ => None,
+        };
+        if cacheable && cache.has_head(prefix.second, self.status, statics) {
+            if tail_key.is_some() && cache.tail == tail_key {
+                out.extend_from_slice(&cache.bytes);
+                return false;
+            }
+            out.extend_from_slice(&cache.bytes[..cache.head_len]);
         } else {
-            keel_http::write_status_line(out, Version::Http11, self.status);
-            out.extend_from_slice(prefix.fields());
+            let start = out.len();
+            out.reserve(prefix.ok_head.len() + self.fields.len() + body.len() + 48);
+            if self.status == StatusCode::OK {
+                out.extend_from_slice(&prefix.ok_head);
+            } else {
+                keel_http::write_status_line(out, Version::Http11, self.status);
+                out.extend_from_slice(prefix.fields());
+            }
+            for line in statics {
+                out.extend_from_slice(line.as_bytes());
+            }
+            out.extend_from_slice(&self.fields);
+            if cacheable {
+                cache.set_head(prefix.second, self.status, statics, &out[start..]);
+            }
         }
-        out.extend_from_slice(&self.fields);
+        let tail_start = out.len();
         if !bodiless_status {
             let len = match &self.source {
                 None => Some(body.len() as u64),
@@ -303,11 +359,100 @@ impl Response {
             out.extend_from_slice(b"Connection: keep-alive\r\n");
         }
         out.extend_from_slice(b"\r\n");
-        if head_only || bodiless_status {
-            return false;
+        if !(head_only || bodiless_status) {
+            out.extend_from_slice(body);
         }
-        out.extend_from_slice(body);
-        self.source.is_some()
+        if let Some(key) = tail_key {
+            cache.set_tail(key, &out[tail_start..]);
+        }
+        !(head_only || bodiless_status) && self.source.is_some()
+    }
+}
+
+/// How many field lines [`Response::static_header`] keeps as references.
+const MAX_STATICS: usize = 4;
+
+/// The last response written with only static field lines (from
+/// [`Response::static_header`]) and no file or stream body, as bytes, so that the next
+/// response like it costs one copy: its head (status line, `Server`, `Date` and the
+/// static field lines) as made in the current second, and, when its body was static
+/// too, the rest (framing fields, the empty line and the body). Static strings and
+/// bodies are told apart by address and length: they cannot change.
+#[derive(Debug)]
+pub(crate) struct ResponseCache {
+    /// The second of the `Date` in `bytes`; `None` while empty.
+    second: Option<u64>,
+    status: StatusCode,
+    statics: [&'static str; MAX_STATICS],
+    n_statics: usize,
+    /// `bytes[..head_len]` is the head up to the framing fields.
+    head_len: usize,
+    /// What `bytes[head_len..]` was made for, if it holds the rest of a response.
+    tail: Option<TailKey>,
+    bytes: Vec<u8>,
+}
+
+/// A static body (address and length) and the flags that shaped the rest of the
+/// response after its head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TailKey {
+    body: (usize, usize),
+    head_only: bool,
+    close: bool,
+    keep_alive_10: bool,
+}
+
+impl Default for ResponseCache {
+    fn default() -> Self {
+        ResponseCache {
+            second: None,
+            status: StatusCode::OK,
+            statics: [""; MAX_STATICS],
+            n_statics: 0,
+            head_len: 0,
+            tail: None,
+            bytes: Vec::new(),
+        }
+    }
+}
+
+impl ResponseCache {
+    /// Whether `bytes` starts with the head for `status` and `statics` in `second`.
+    #[inline]
+    fn has_head(&self, second: u64, status: StatusCode, statics: &[&'static str]) -> bool {
+        self.second == Some(second)
+            && self.status == status
+            && self.n_statics == statics.len()
+            && self.statics[..self.n_statics]
+                .iter()
+                .zip(statics)
+                .all(|(a, b)| a.as_ptr() == b.as_ptr() && a.len() == b.len())
+    }
+
+    #[cold]
+    fn set_head(&mut self, second: u64, status: StatusCode, statics: &[&'static str], head: &[u8]) {
+        self.second = Some(second);
+        self.status = status;
+        self.statics[..statics.len()].copy_from_slice(statics);
+        self.n_statics = statics.len();
+        self.head_len = head.len();
+        self.tail = None;
+        self.bytes.clear();
+        self.bytes.extend_from_slice(head);
+    }
+
+    #[inline]
+    fn set_tail(&mut self, key: TailKey, tail: &[u8]) {
+        if self.tail != Some(key) {
+            self.set_tail_bytes(key, tail);
+        }
+    }
+
+    #[cold]
+    fn set_tail_bytes(&mut self, key: TailKey, tail: &[u8]) {
+        self.tail = Some(key);
+        self.bytes.truncate(self.head_len);
+        self.bytes.extend_from_slice(tail);
     }
 }
 
@@ -415,8 +560,8 @@ fn is_server_owned(name: &str) -> bool {
 
 /// A field line fixed when the program is written, checked and serialized at compile
 /// time: make one with [`header!`](crate::header), add it with
-/// [`Response::static_header`]. Adding it costs one copy of its bytes, with no check at
-/// run time.
+/// [`Response::static_header`]. Adding it costs no check at run time and at most one
+/// copy of its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
     line: &'static str,
@@ -577,8 +722,164 @@ mod tests {
     fn serialize(res: &Response) -> String {
         let mut out = Vec::new();
         let prefix = Prefix::new(std::time::UNIX_EPOCH);
-        res.write_to(&mut out, &prefix, false, false, false, true);
+        res.write_to(
+            &mut out,
+            &prefix,
+            &mut ResponseCache::default(),
+            false,
+            false,
+            false,
+            true,
+        );
         String::from_utf8(out).unwrap()
+    }
+
+    /// Ways a handler can build a response, to check the cache against.
+    fn build(recipe: usize, res: &mut Response) {
+        const A: Header = crate::header!("Content-Type", "text/plain");
+        const B: Header = crate::header!("X-B", "b");
+        const C: Header = crate::header!("X-C", "c");
+        res.reset();
+        match recipe {
+            0 => {
+                res.static_header(A).static_body(b"Hello, World!");
+            }
+            1 => {
+                // The same header, another static body of the same length.
+                res.static_header(A).static_body(b"Hello, There!");
+            }
+            2 => {
+                res.static_header(B).static_body(b"Hello, World!");
+            }
+            3 => {
+                res.static_header(A).body(b"a copied body");
+            }
+            4 => {
+                res.static_header(A).header("X-D", "d").static_header(B);
+            }
+            5 => {
+                res.header("X-D", "d").static_header(A).static_body(b"x");
+            }
+            6 => {
+                for h in [A, B, C, A, B, C] {
+                    res.static_header(h);
+                }
+                res.static_body(b"six fields");
+            }
+            7 => {
+                res.set_status(StatusCode::NOT_FOUND)
+                    .static_header(A)
+                    .static_body(b"Hello, World!");
+            }
+            8 => {
+                res.set_status(StatusCode::NO_CONTENT).static_header(A);
+            }
+            9 => {
+                res.static_header(A).static_header(B).static_body(b"");
+            }
+            10 => {
+                // As 2, with a static field line of the same length.
+                res.static_header(C).static_body(b"Hello, World!");
+            }
+            _ => {
+                res.static_header(A)
+                    .stream_with_length(3, |_: &mut Vec<u8>, _: &crate::StreamContext<'_>| {
+                        crate::StreamPoll::End
+                    });
+            }
+        }
+    }
+
+    #[test]
+    fn cached_responses_are_the_bytes_an_uncached_write_gives() {
+        const RECIPES: usize = 12;
+        let flags = [
+            (false, false, false),
+            (true, false, false),
+            (false, true, false),
+            (false, false, true),
+            (true, true, false),
+        ];
+        let seconds = [
+            std::time::UNIX_EPOCH,
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(1),
+        ];
+        let mut res = Response::new();
+        let write = |res: &Response, prefix: &Prefix, cache: &mut ResponseCache, f: usize| {
+            let (head_only, close, keep_alive_10) = flags[f];
+            let mut out = b"earlier bytes".to_vec();
+            res.write_to(
+                &mut out,
+                prefix,
+                cache,
+                head_only,
+                close,
+                keep_alive_10,
+                true,
+            );
+            out
+        };
+        // Every pair of responses, one after the other through one cache (in the same
+        // second and across a Date change), each checked against a fresh cache.
+        for a in 0..RECIPES * flags.len() {
+            for b in 0..RECIPES * flags.len() {
+                for next_second in [0, 1] {
+                    let mut cache = ResponseCache::default();
+                    let prefix = Prefix::new(seconds[0]);
+                    build(a / flags.len(), &mut res);
+                    write(&res, &prefix, &mut cache, a % flags.len());
+                    let prefix = Prefix::new(seconds[next_second]);
+                    build(b / flags.len(), &mut res);
+                    for round in 0..2 {
+                        let cached = write(&res, &prefix, &mut cache, b % flags.len());
+                        if round == 1 && res.fields.is_empty() && res.static_body.is_some() {
+                            // Kept for the next response like it.
+                            assert_eq!(cache.bytes, cached[b"earlier bytes".len()..]);
+                        }
+                        let fresh = write(
+                            &res,
+                            &prefix,
+                            &mut ResponseCache::default(),
+                            b % flags.len(),
+                        );
+                        assert_eq!(
+                            String::from_utf8_lossy(&cached),
+                            String::from_utf8_lossy(&fresh),
+                            "recipe {a} then {b} (round {round}, second {next_second})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn static_and_dynamic_fields_keep_their_order() {
+        let mut res = Response::new();
+        build(4, &mut res);
+        let text = serialize(&res);
+        let body_at = text.find("Content-Type").unwrap();
+        assert!(
+            text[body_at..].starts_with("Content-Type: text/plain\r\nX-D: d\r\nX-B: b\r\n"),
+            "{text}"
+        );
+        build(5, &mut res);
+        let text = serialize(&res);
+        let at = text.find("X-D").unwrap();
+        assert!(
+            text[at..].starts_with("X-D: d\r\nContent-Type: text/plain\r\n"),
+            "{text}"
+        );
+        build(6, &mut res);
+        let text = serialize(&res);
+        let at = text.find("Content-Type").unwrap();
+        assert!(
+            text[at..].starts_with(
+                "Content-Type: text/plain\r\nX-B: b\r\nX-C: c\r\n\
+                 Content-Type: text/plain\r\nX-B: b\r\nX-C: c\r\nContent-Length: 10\r\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -814,7 +814,15 @@ mod tests {
         handler.handle(&req, &mut res);
         let mut out = Vec::new();
         let prefix = Prefix::new(std::time::UNIX_EPOCH);
-        res.write_to(&mut out, &prefix, method == "HEAD", false, false, true);
+        res.write_to(
+            &mut out,
+            &prefix,
+            &mut crate::handler::ResponseCache::default(),
+            method == "HEAD",
+            false,
+            false,
+            true,
+        );
         String::from_utf8(out).unwrap()
     }
 

@@ -5,7 +5,9 @@
 //! (pipelining), call the handler, append each response to the connection's output →
 //! write once → watch for writability only when a write was short.
 
-use crate::handler::{write_simple, BodySink, Handler, Prefix, Request, Response, Source};
+use crate::handler::{
+    write_simple, BodySink, Handler, Prefix, Request, Response, ResponseCache, Source,
+};
 use crate::stream::{BodyStream, StreamContext, StreamPoll, WakeQueue};
 use crate::timer::{Entry, Millis, Wheel, NOT_FILED};
 use crate::Config;
@@ -298,6 +300,8 @@ pub(crate) struct Worker<'t, H> {
     live: usize,
     parser: RequestParser,
     response: Response,
+    /// The last static response written, for the next one like it.
+    response_cache: ResponseCache,
     date: Prefix,
     shutdown_deadline: Option<Millis>,
     /// Accepting is paused (the listener is out of epoll) until then, after the process
@@ -390,6 +394,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             live: 0,
             parser,
             response: Response::new(),
+            response_cache: ResponseCache::default(),
             date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
             accept_paused_until: None,
@@ -1283,6 +1288,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             parser,
             handler,
             response,
+            response_cache,
             date,
             config,
             shutdown_deadline,
@@ -1467,6 +1473,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             let has_source = response.write_to(
                 &mut c.output,
                 date,
+                response_cache,
                 head_only,
                 close,
                 http10 && !close,
