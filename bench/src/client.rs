@@ -48,6 +48,8 @@ impl Resp {
 pub struct Reader {
     buf: Vec<u8>,
     start: usize,
+    /// The length in bytes (head and body) of the last response read.
+    last: usize,
 }
 
 impl Default for Reader {
@@ -55,6 +57,7 @@ impl Default for Reader {
         Reader {
             buf: Vec::with_capacity(64 * 1024),
             start: 0,
+            last: 0,
         }
     }
 }
@@ -109,12 +112,18 @@ impl Reader {
             fields,
             body: self.buf[head_end..head_end + len].to_vec(),
         });
+        self.last = head_end + len - self.start;
         self.start = head_end + len;
         if self.start == self.buf.len() {
             self.buf.clear();
             self.start = 0;
         }
         Ok(out)
+    }
+
+    /// The length in bytes, head and body, of the last response [`Reader::next`] read.
+    pub fn last_len(&self) -> usize {
+        self.last
     }
 
     fn fill(&mut self, s: &mut TcpStream) -> Result<(), String> {

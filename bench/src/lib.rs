@@ -9,11 +9,13 @@
 //! entry point.
 //!
 //! The modules are the harness's parts: [`servers`] (build, start, stop), [`client`]
-//! (response checks and an exact-count request driver), [`wrk`] (load runs),
+//! (response checks and an exact-count request driver), [`wrk`] (load runs), [`probe`]
+//! (the latency of pipelined batches, which wrk cannot report),
 //! [`procfs`] (CPU and memory of the server processes) and [`report`] (summaries).
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod probe;
 pub mod procfs;
 pub mod report;
 pub mod servers;

@@ -25,7 +25,8 @@ pub struct WrkResult {
     pub requests: u64,
     /// Median latency, µs (NaN when wrk could not tell).
     pub p50_us: f64,
-    /// 99th percentile latency, µs (NaN when wrk could not tell, as with pipelining).
+    /// 99th percentile latency, µs (NaN when wrk could not tell, as with pipelining,
+    /// where the harness measures latency with [`crate::probe`] instead).
     pub p99_us: f64,
     /// wrk's own CPU time (user + system) over its wall time, in percent of one CPU.
     pub wrk_cpu_pct: f64,

@@ -7,7 +7,7 @@ use clap::Parser;
 use keel_bench::client::{self, ACCEPT_JSON, ACCEPT_PLAINTEXT};
 use keel_bench::report::{self, InstructionsRow, Output, Rounds};
 use keel_bench::servers::{self, Running, Wrapper};
-use keel_bench::{procfs, wrk};
+use keel_bench::{probe, procfs, wrk};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -240,6 +240,30 @@ fn main() {
                         continue;
                     }
                     done += 1;
+                    // Pipelined latency comes from the harness's own client (see `probe`),
+                    // run after wrk and outside the CPU and memory figures.
+                    let res = res.and_then(|mut w| {
+                        if sc.pipelined {
+                            let request = client::request(r.addr, sc.path);
+                            let p = probe::pipelined_latency(&probe::ProbeRun {
+                                addr: r.addr,
+                                request: &request,
+                                body: b"Hello, World!",
+                                depth: 16,
+                                connections: args.connections,
+                                duration: d.min(Duration::from_secs(3)),
+                                cpu: wrk_cpus.parse().ok(),
+                            })
+                            .map_err(|e| format!("pipelined latency probe: {e}"))?;
+                            progress(&format!(
+                                "  {}: pipelined latency probe, {} batches of 16",
+                                r.name, p.batches
+                            ));
+                            w.p50_us = p.p50_us;
+                            w.p99_us = p.p99_us;
+                        }
+                        Ok(w)
+                    });
                     match res {
                         Ok(w) => {
                             let e = results
@@ -469,6 +493,7 @@ fn main() {
         .expect("write svg");
     }
     md += "⚠: wrk used more than 90% of its CPU, so requests/s there measures the load generator, not the server. On this 2-CPU machine steer by server CPU per request and instructions per request.\n\n";
+    md += "Latency in plaintext-pipelined is per batch of 16 requests: from writing the batch to reading its 16th response, measured by keel-bench's own client (one thread on wrk's CPU, epoll, as many connections as wrk) for up to 3 s after each wrk run. wrk's own percentiles are not valid with pipelining: its coordinated-omission correction spaces its added samples by run time over responses, 16 times too close, and files some below its recorded minimum, so its upper percentiles read 0.\n\n";
     if !instr.is_empty() {
         md += "## Instructions per request (callgrind, user space, zero-request baseline subtracted)\n\n| pattern | ";
         let names: Vec<&String> = ok.iter().collect();
