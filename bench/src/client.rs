@@ -86,6 +86,9 @@ impl Reader {
                     .then(|| v.trim().parse::<usize>().ok())?
             })
             .ok_or_else(|| format!("response without Content-Length: {head:?}"))?;
+        if len > 1 << 30 {
+            return Err(format!("Content-Length {len}: more than this client takes"));
+        }
         let resp = if parse {
             let mut lines = head.split("\r\n");
             let status_line = lines.next().unwrap_or("");

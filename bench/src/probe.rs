@@ -50,10 +50,11 @@ pub struct ProbeResult {
 struct Conn {
     stream: TcpStream,
     sent_at: Instant,
-    /// Response bytes of the current batch received so far.
-    received: usize,
-    /// The last bytes received, to check that the batch ends with the body.
-    tail: Vec<u8>,
+    /// The response bytes of the current batch received so far.
+    received: Vec<u8>,
+    /// The run has ended and this connection's last batch is in: any byte more is an
+    /// error.
+    done: bool,
 }
 
 /// The `p`th percentile (0–100) of `sorted`, by the nearest-rank method.
@@ -66,8 +67,10 @@ pub fn percentile(sorted: &[u32], p: f64) -> u32 {
 }
 
 /// Runs the probe on a thread of its own (pinned to `run.cpu`): returns the batch
-/// latency percentiles, or an error naming what went wrong (a connection closed, a
-/// response of another length than the first, a batch not ending with `run.body`).
+/// latency percentiles, or an error naming what went wrong (no answer for 5 s, a
+/// connection closed, bytes after the last batch, a batch of another length than
+/// `depth` times the first response's, or a response in it that is not a `200` ending
+/// with `run.body`).
 pub fn pipelined_latency(run: &ProbeRun<'_>) -> Result<ProbeResult, String> {
     let run = ProbeRun {
         request: run.request,
@@ -78,16 +81,31 @@ pub fn pipelined_latency(run: &ProbeRun<'_>) -> Result<ProbeResult, String> {
         .map_err(|_| "the probe thread panicked".to_string())?
 }
 
+/// How long the probe waits for the server at any point.
+const PATIENCE: Duration = Duration::from_secs(5);
+
 fn probe(run: &ProbeRun<'_>) -> Result<ProbeResult, String> {
     if let Some(cpu) = run.cpu {
+        if cpu >= rustix::thread::CpuSet::MAX_CPU {
+            return Err(format!("no CPU {cpu} to pin to"));
+        }
         let mut set = rustix::thread::CpuSet::new();
         set.set(cpu);
         rustix::thread::sched_setaffinity(None, &set).map_err(|e| format!("pin: {e}"))?;
     }
+    let connect = || -> Result<TcpStream, String> {
+        let s =
+            TcpStream::connect_timeout(&run.addr, PATIENCE).map_err(|e| format!("connect: {e}"))?;
+        s.set_read_timeout(Some(PATIENCE))
+            .and_then(|()| s.set_write_timeout(Some(PATIENCE)))
+            .and_then(|()| s.set_nodelay(true))
+            .map_err(|e| e.to_string())?;
+        Ok(s)
+    };
     // Every response to this request has the length of the first one (the Date field
     // has a fixed length): learn it.
     let response_len = {
-        let mut s = TcpStream::connect(run.addr).map_err(|e| format!("connect: {e}"))?;
+        let mut s = connect()?;
         s.write_all(run.request)
             .map_err(|e| format!("write: {e}"))?;
         let mut reader = crate::client::Reader::default();
@@ -95,24 +113,27 @@ fn probe(run: &ProbeRun<'_>) -> Result<ProbeResult, String> {
         reader.last_len()
     };
     let batch: Vec<u8> = run.request.repeat(run.depth);
-    let batch_len = response_len * run.depth;
+    let batch_len = response_len
+        .checked_mul(run.depth)
+        .filter(|&n| n <= 1 << 24)
+        .ok_or_else(|| format!("{} responses of {response_len} bytes: too much", run.depth))?;
     let epoll = Epoll::new().map_err(|e| e.to_string())?;
     let mut conns = Vec::with_capacity(run.connections);
     for i in 0..run.connections {
-        let stream = TcpStream::connect(run.addr).map_err(|e| format!("connect: {e}"))?;
-        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let stream = connect()?;
         epoll
             .add(stream.as_fd(), i as u64, Interest::READABLE)
             .map_err(|e| e.to_string())?;
         conns.push(Conn {
             stream,
             sent_at: Instant::now(),
-            received: 0,
-            tail: Vec::with_capacity(2 * run.body.len()),
+            received: Vec::with_capacity(batch_len),
+            done: false,
         });
     }
     for c in &mut conns {
-        // A batch is a few KiB: it fits the socket's send buffer whole.
+        // Written while the socket blocks (for at most PATIENCE); a batch is a few KiB,
+        // so the later ones fit the send buffer whole.
         c.stream
             .write_all(&batch)
             .map_err(|e| format!("write: {e}"))?;
@@ -126,11 +147,11 @@ fn probe(run: &ProbeRun<'_>) -> Result<ProbeResult, String> {
     let mut in_flight = conns.len();
     while in_flight > 0 {
         epoll
-            .wait(&mut events, Some(Duration::from_secs(5)))
+            .wait(&mut events, Some(PATIENCE))
             .map_err(|e| e.to_string())?;
         if events.is_empty() {
             return Err(format!(
-                "no response for 5 s with {in_flight} batches in flight"
+                "no response for {PATIENCE:?} with {in_flight} batches in flight"
             ));
         }
         for ev in events.iter() {
@@ -138,39 +159,30 @@ fn probe(run: &ProbeRun<'_>) -> Result<ProbeResult, String> {
             loop {
                 match c.stream.read(&mut buf) {
                     Ok(0) => return Err("the server closed a connection".into()),
-                    Ok(n) => {
-                        c.received += n;
-                        let keep = c.tail.len().min(run.body.len());
-                        c.tail.drain(..c.tail.len() - keep);
-                        c.tail
-                            .extend_from_slice(&buf[n.saturating_sub(run.body.len())..n]);
+                    Ok(n) if c.done => {
+                        return Err(format!("{n} bytes after the last batch's responses"));
                     }
+                    Ok(n) => c.received.extend_from_slice(&buf[..n]),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(format!("read: {e}")),
                 }
             }
-            if c.received < batch_len {
+            if c.done || c.received.len() < batch_len {
                 continue;
             }
-            if c.received > batch_len || !c.tail.ends_with(run.body) {
-                return Err(format!(
-                    "a batch of {} responses was {} bytes, not {batch_len}, or did not end \
-                     with the body",
-                    run.depth, c.received
-                ));
-            }
             let now = Instant::now();
+            check_batch(&c.received, response_len, run.body)?;
             let us = now.duration_since(c.sent_at).as_micros();
             latencies.push(u32::try_from(us).unwrap_or(u32::MAX));
-            c.received = 0;
-            c.tail.clear();
+            c.received.clear();
             if now < end {
                 c.stream
                     .write_all(&batch)
                     .map_err(|e| format!("write: {e}"))?;
                 c.sent_at = now;
             } else {
+                c.done = true;
                 in_flight -= 1;
             }
         }
@@ -186,9 +198,41 @@ fn probe(run: &ProbeRun<'_>) -> Result<ProbeResult, String> {
     })
 }
 
+/// Checks a batch: whole responses of `response_len` bytes, each a `200` ending with
+/// `body`, and nothing more.
+fn check_batch(batch: &[u8], response_len: usize, body: &[u8]) -> Result<(), String> {
+    if batch.len() % response_len != 0 {
+        return Err(format!(
+            "a batch was {} bytes, not a whole number of {response_len}-byte responses",
+            batch.len()
+        ));
+    }
+    for (k, r) in batch.chunks(response_len).enumerate() {
+        if !r.starts_with(b"HTTP/1.1 200 ") || !r.ends_with(body) {
+            return Err(format!(
+                "response {k} of a batch is not a 200 that ends with the body: {:?}",
+                String::from_utf8_lossy(r)
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::percentile;
+    use super::{check_batch, percentile};
+
+    #[test]
+    fn batches_are_checked_response_by_response() {
+        let ok: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
+        let bad: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nho";
+        let len = ok.len();
+        assert!(check_batch(&[ok, ok, ok].concat(), len, b"hi").is_ok());
+        assert!(check_batch(&[ok, bad, ok].concat(), len, b"hi").is_err());
+        assert!(check_batch(&[ok, ok, &ok[..3]].concat(), len, b"hi").is_err());
+        let not_found: &[u8] = b"HTTP/1.1 404 No\r\nContent-Length: 2\r\n\r\nhi";
+        assert!(check_batch(&[ok, not_found].concat(), len, b"hi").is_err());
+    }
 
     #[test]
     fn nearest_rank_percentiles() {

@@ -241,11 +241,12 @@ fn main() {
                     }
                     done += 1;
                     // Pipelined latency comes from the harness's own client (see `probe`),
-                    // run after wrk and outside the CPU and memory figures.
-                    let res = res.and_then(|mut w| {
+                    // run after wrk and outside the CPU and memory figures. If it fails,
+                    // the wrk figures stand and the latency is unknown.
+                    let res = res.map(|mut w| {
                         if sc.pipelined {
                             let request = client::request(r.addr, sc.path);
-                            let p = probe::pipelined_latency(&probe::ProbeRun {
+                            let probe = probe::pipelined_latency(&probe::ProbeRun {
                                 addr: r.addr,
                                 request: &request,
                                 body: b"Hello, World!",
@@ -253,16 +254,25 @@ fn main() {
                                 connections: args.connections,
                                 duration: d.min(Duration::from_secs(3)),
                                 cpu: wrk_cpus.parse().ok(),
-                            })
-                            .map_err(|e| format!("pipelined latency probe: {e}"))?;
-                            progress(&format!(
-                                "  {}: pipelined latency probe, {} batches of 16",
-                                r.name, p.batches
-                            ));
-                            w.p50_us = p.p50_us;
-                            w.p99_us = p.p99_us;
+                            });
+                            (w.p50_us, w.p99_us) = match probe {
+                                Ok(p) => {
+                                    progress(&format!(
+                                        "  {}: pipelined latency probe, {} batches of 16",
+                                        r.name, p.batches
+                                    ));
+                                    (p.p50_us, p.p99_us)
+                                }
+                                Err(e) => {
+                                    progress(&format!(
+                                        "  {}: pipelined latency probe FAILED: {e}",
+                                        r.name
+                                    ));
+                                    (f64::NAN, f64::NAN)
+                                }
+                            };
                         }
-                        Ok(w)
+                        w
                     });
                     match res {
                         Ok(w) => {
