@@ -306,7 +306,9 @@ impl Response {
         // response like it in this second, and with a static body so is the rest.
         let cacheable = self.fields.is_empty() && self.source.is_none();
         let tail_key = match self.static_body {
-            Some(body) if cacheable => Some(TailKey {
+            // A large body costs its copy either way: keeping one more copy of it would
+            // cost a copy into the cache each time two of them alternate.
+            Some(body) if cacheable && body.len() <= MAX_CACHED_BODY => Some(TailKey {
                 body: (body.as_ptr() as usize, body.len()),
                 head_only,
                 close,
@@ -371,6 +373,9 @@ impl Response {
 
 /// How many field lines [`Response::static_header`] keeps as references.
 const MAX_STATICS: usize = 4;
+
+/// The largest static body [`ResponseCache`] keeps, in bytes.
+const MAX_CACHED_BODY: usize = 4096;
 
 /// The last response written with only static field lines (from
 /// [`Response::static_header`]) and no file or stream body, as bytes, so that the next
@@ -851,6 +856,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn large_static_bodies_are_not_kept() {
+        static LARGE: [u8; MAX_CACHED_BODY + 1] = [b'x'; MAX_CACHED_BODY + 1];
+        let mut res = Response::new();
+        res.static_header(crate::header!("Content-Type", "text/plain"))
+            .static_body(&LARGE);
+        let prefix = Prefix::new(std::time::UNIX_EPOCH);
+        let mut cache = ResponseCache::default();
+        for _ in 0..2 {
+            let mut out = Vec::new();
+            res.write_to(&mut out, &prefix, &mut cache, false, false, false, true);
+            assert!(out.ends_with(&LARGE));
+            assert_eq!(cache.bytes.len(), cache.head_len, "only the head is kept");
+        }
+        res.static_body(&LARGE[..MAX_CACHED_BODY]);
+        let mut out = Vec::new();
+        res.write_to(&mut out, &prefix, &mut cache, false, false, false, true);
+        assert_eq!(cache.bytes, out, "a body up to the limit is kept");
     }
 
     #[test]
