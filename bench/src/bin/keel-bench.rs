@@ -122,6 +122,8 @@ fn main() {
     let args = Args::parse();
     let root = repo_root();
     let rounds = args.rounds.unwrap_or(if args.quick { 2 } else { 5 });
+    // The size of the instruction runs: a quarter of the requests with `--quick`.
+    let scale = if args.quick { 1 } else { 4 };
     let duration = Duration::from_secs(args.duration.unwrap_or(if args.quick { 2 } else { 10 }));
     let cpus = keel_linux::process::cpu_count();
     let (server_cpus, wrk_cpus) = if cpus >= 2 {
@@ -376,7 +378,6 @@ fn main() {
                 "valgrind is not installed (Debian package `valgrind`): no instruction counts",
             );
         }
-        let scale = if args.quick { 1 } else { 4 };
         // (scenario, connections, rounds per connection, requests per write)
         let patterns = [
             ("plaintext-1conn", 1, 2500 * scale, 1),
@@ -446,7 +447,12 @@ fn main() {
         .collect();
     let mut md = String::new();
     md += "# keel-bench results\n\n";
-    md += &format!("Run {stamp}; {rounds} interleaved rounds of {} s per server and scenario (after a 1 s warm-up), {} wrk connections, 1 server worker pinned to CPU {server_cpus}, wrk (1 thread) pinned to CPU {wrk_cpus}.\n\n", duration.as_secs(), args.connections);
+
+    if rows.is_empty() {
+        md += &format!("Run {stamp}; instruction counts only (no wrk runs).\n\n");
+    } else {
+        md += &format!("Run {stamp}; {rounds} interleaved rounds of {} s per server and scenario (after a 1 s warm-up), {} wrk connections, 1 server worker pinned to CPU {server_cpus}, wrk (1 thread) pinned to CPU {wrk_cpus}.\n\n", duration.as_secs(), args.connections);
+    }
     md += &format!(
         "Command: `{}`\n\n",
         std::env::args().collect::<Vec<_>>().join(" ")
@@ -496,14 +502,25 @@ fn main() {
             );
         }
         md += "\n";
+        if sc.pipelined {
+            md += "Latency here is per batch of 16 requests, so it does not compare with the latency of the other tables: the time from writing a batch to reading its 16th response, measured by keel-bench's own client after each wrk run (up to 3 s; one thread on wrk's CPU, epoll, as many connections as wrk, each with one batch in flight and the next written as soon as it is answered, so the server runs flat out). wrk's own percentiles are not valid with pipelining: its coordinated-omission correction spaces its added samples by run time over responses, 16 times too close, and files some below its recorded minimum, so its upper percentiles read 0.\n\n";
+        }
+        if sc.name == "json"
+            && !these.iter().any(|r| r.server == "floor")
+            && ok.iter().any(|s| s == "floor")
+        {
+            md += "The floor serves plaintext only: it has no json row.\n\n";
+        }
         std::fs::write(
             out_dir.join(format!("{}.svg", sc.name)),
             report::svg(sc.name, &these),
         )
         .expect("write svg");
     }
-    md += "⚠: wrk used more than 90% of its CPU, so requests/s there measures the load generator, not the server. On this 2-CPU machine steer by server CPU per request and instructions per request.\n\n";
-    md += "Latency in plaintext-pipelined is per batch of 16 requests: from writing the batch to reading its 16th response, measured by keel-bench's own client (one thread on wrk's CPU, epoll, as many connections as wrk) for up to 3 s after each wrk run. wrk's own percentiles are not valid with pipelining: its coordinated-omission correction spaces its added samples by run time over responses, 16 times too close, and files some below its recorded minimum, so its upper percentiles read 0.\n\n";
+    if !rows.is_empty() {
+        md += "⚠: wrk used more than 90% of its CPU, so requests/s there measures the load generator, not the server. On this 2-CPU machine steer by server CPU per request and instructions per request.\n\n";
+        md += "keel CPU/req ÷ this: below 1.00, keel uses less CPU per request than that server. Peak PSS: all the server's processes together / the one process that serves (keel and nginx run a parent and one worker).\n\n";
+    }
     if !instr.is_empty() {
         md += "## Instructions per request (callgrind, user space, zero-request baseline subtracted)\n\n| pattern | ";
         let names: Vec<&String> = ok.iter().collect();
@@ -523,7 +540,7 @@ fn main() {
             }
             md += "\n";
         }
-        md += "\nplaintext-1conn: 1 connection, keep-alive; plaintext: 16 connections, keep-alive; plaintext-pipelined: 16 connections, 16 requests per write.\n\n";
+        md += &format!("\nDriven by keel-bench's own client, not wrk, with the plaintext request: plaintext-1conn: 1 connection, keep-alive, {} requests; plaintext: 16 connections, keep-alive, {} requests; plaintext-pipelined: 16 connections, 16 requests per write, {} requests. A `--quick` run drives a quarter as many, which moves some servers' figures by a few percent: compare figures of runs of the same size.\n\n", 2500 * scale, 16 * 250 * scale, 16 * 16 * 25 * scale);
     }
     if !skipped.is_empty() {
         md += "## Skipped\n\n";
