@@ -5,7 +5,33 @@ use keel_linux::process::{self, Pid, Signal};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The root processes of the servers started and not yet stopped, for
+/// [`stop_all_on_signal`].
+static STARTED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Makes SIGTERM, SIGINT and SIGHUP end keel-bench only after every server it started
+/// (and each server's processes) is killed: without it, a harness killed alone (by
+/// `kill` or `timeout`) would leave its servers running. The handler (the `ctrlc`
+/// crate's, on a thread of its own) blocks no signal, so the servers and wrk start
+/// with the usual signal mask. Returns `Err` if the handler cannot be set.
+pub fn stop_all_on_signal() -> Result<(), String> {
+    ctrlc::set_handler(|| {
+        let roots = STARTED.lock().map(|v| v.clone()).unwrap_or_default();
+        for root in roots {
+            for p in procfs::tree(root) {
+                if let Some(pid) = Pid::from_raw(p) {
+                    let _ = process::kill(pid, Signal::KILL);
+                }
+            }
+        }
+        eprintln!("[keel-bench] interrupted: killed the servers it started");
+        std::process::exit(130);
+    })
+    .map_err(|e| e.to_string())
+}
 
 /// Names, in report order. `floor` is the minimal epoll server (plaintext only).
 pub const ALL: [&str; 5] = ["keel", "hyper", "may_minihttp", "nginx", "floor"];
@@ -190,6 +216,9 @@ impl Running {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("start {}: {e}", argv[0]))?;
+        if let Ok(mut started) = STARTED.lock() {
+            started.push(child.id() as i32);
+        }
         let mut r = Running {
             name: server.into(),
             addr,
@@ -233,6 +262,10 @@ impl Running {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Ok(mut started) = STARTED.lock() {
+            let id = self.child.id() as i32;
+            started.retain(|&p| p != id);
+        }
     }
 }
 

@@ -120,6 +120,9 @@ fn cmd_version(cmd: &str, args: &[&str]) -> String {
 
 fn main() {
     let args = Args::parse();
+    if let Err(e) = servers::stop_all_on_signal() {
+        progress(&format!("cannot watch for signals ({e}): killing keel-bench alone would leave its servers running"));
+    }
     let root = repo_root();
     let rounds = args.rounds.unwrap_or(if args.quick { 2 } else { 5 });
     // The size of the instruction runs: a quarter of the requests with `--quick`.
