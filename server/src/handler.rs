@@ -270,7 +270,10 @@ impl Response {
     }
 
     /// Takes the file or stream body, if any, after [`Response::write_to`] wrote the head.
+    #[inline]
     pub(crate) fn take_source(&mut self) -> Option<Source> {
+        // The common case, none, reads one word and writes nothing.
+        self.source.as_ref()?;
         self.source.take()
     }
 

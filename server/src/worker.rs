@@ -1396,6 +1396,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                     }
                     (None, head_len)
                 }
+                // No body, the usual case: nothing to check or wait for.
+                BodyLength::ContentLength(0) => (None, head_len),
                 BodyLength::ContentLength(n) => {
                     let end = usize::try_from(n)
                         .ok()
