@@ -72,12 +72,7 @@ pub fn percentile(sorted: &[u32], p: f64) -> u32 {
 /// `depth` times the first response's, or a response in it that is not a `200` ending
 /// with `run.body`).
 pub fn pipelined_latency(run: &ProbeRun<'_>) -> Result<ProbeResult, String> {
-    let run = ProbeRun {
-        request: run.request,
-        body: run.body,
-        ..run.clone()
-    };
-    std::thread::scope(|s| s.spawn(|| probe(&run)).join())
+    std::thread::scope(|s| s.spawn(|| probe(run)).join())
         .map_err(|_| "the probe thread panicked".to_string())?
 }
 

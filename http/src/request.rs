@@ -3039,22 +3039,25 @@ mod fast_path_tests {
         }
     }
 
+    /// The fast path takes `head` with the limits `at(n)` and refuses it with
+    /// `at(n - 1)`.
+    fn fast_path_limit_is_inclusive(head: &[u8], n: usize, at: impl Fn(usize) -> Limits) {
+        let mut parser = RequestParser::new(at(n));
+        assert_eq!(parser.parse_whole_head(head), Some(head.len()));
+        let mut parser = RequestParser::new(at(n - 1));
+        assert_eq!(parser.parse_whole_head(head), None);
+    }
+
     /// A request-line exactly as long as its limit (CRLF included) is
     /// within it, on the fast path as on the general one.
     #[test]
     fn fast_path_takes_a_request_line_exactly_at_its_limit() {
         let head = b"GET /exact HTTP/1.1\r\nHost: h\r\n\r\n";
         let line = b"GET /exact HTTP/1.1\r\n".len();
-        let mut parser = RequestParser::new(Limits {
-            max_request_line_size: line,
+        fast_path_limit_is_inclusive(head, line, |n| Limits {
+            max_request_line_size: n,
             ..Limits::default()
         });
-        assert_eq!(parser.parse_whole_head(head), Some(head.len()));
-        let mut parser = RequestParser::new(Limits {
-            max_request_line_size: line - 1,
-            ..Limits::default()
-        });
-        assert_eq!(parser.parse_whole_head(head), None);
     }
 
     /// A field section exactly as long as its limit (final CRLF included)
@@ -3063,16 +3066,10 @@ mod fast_path_tests {
     fn fast_path_takes_a_field_section_exactly_at_its_limit() {
         let head = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
         let section = head.len() - b"GET / HTTP/1.1\r\n".len();
-        let mut parser = RequestParser::new(Limits {
-            max_field_section_size: section,
+        fast_path_limit_is_inclusive(head, section, |n| Limits {
+            max_field_section_size: n,
             ..Limits::default()
         });
-        assert_eq!(parser.parse_whole_head(head), Some(head.len()));
-        let mut parser = RequestParser::new(Limits {
-            max_field_section_size: section - 1,
-            ..Limits::default()
-        });
-        assert_eq!(parser.parse_whole_head(head), None);
     }
 
     #[test]
