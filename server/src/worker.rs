@@ -357,6 +357,49 @@ fn millis(d: Duration) -> Millis {
     d.as_millis().min(u128::from(NEVER)) as Millis
 }
 
+/// The epoll interest of connection `c` with `pending` response bytes unsent: read
+/// while there is room for more output (and, behind a body, for more input); while
+/// closing or over the high-water mark, watch only for writability so unread input
+/// cannot spin the loop.
+#[inline]
+fn interest_for(c: &Conn, pending: usize) -> Interest {
+    let want_write = pending > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting());
+    let want_read = !c.closing
+        && !c.peer_eof
+        && pending <= OUTPUT_HIGH_WATER
+        && (c.source.is_none() || c.input.len() - c.start < BODY_INPUT_CAP);
+    let interest = match (want_read, want_write) {
+        (true, true) => Interest::READABLE | Interest::WRITABLE,
+        (true, false) => Interest::READABLE,
+        (false, true) => Interest::WRITABLE,
+        (false, false) => Interest::NONE,
+    };
+    if !want_read && matches!(c.source, Some(Active::Stream { .. })) {
+        // Not reading, yet a stream must notice its client leaving.
+        return interest | Interest::HANGUP;
+    }
+    interest
+}
+
+/// The deadline of connection `c` now: the timeout (of `t`, indexed by [`HEADER_READ`]
+/// and the others) of what it is doing, from when it last made progress at it.
+#[inline]
+fn deadline_for(c: &Conn, t: &[Millis; 4]) -> Millis {
+    if let Some(d) = c.linger_deadline {
+        d
+    } else if c.unsent() > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting()) {
+        c.last_write + t[WRITE]
+    } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
+        wake_at.unwrap_or(NEVER)
+    } else if c.await_len > 0 || c.chunked.is_some() || c.sink.is_some() {
+        c.last_read + t[BODY_READ]
+    } else if let Some(since) = c.head_since {
+        since + t[HEADER_READ]
+    } else {
+        c.idle_since + t[KEEP_ALIVE]
+    }
+}
+
 /// How long accepting pauses after `EMFILE`/`ENFILE`.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
@@ -576,20 +619,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
-        let t = &self.timeouts;
-        c.deadline = if let Some(d) = c.linger_deadline {
-            d
-        } else if c.unsent() > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting()) {
-            c.last_write + t[WRITE]
-        } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
-            wake_at.unwrap_or(NEVER)
-        } else if c.await_len > 0 || c.chunked.is_some() || c.sink.is_some() {
-            c.last_read + t[BODY_READ]
-        } else if let Some(since) = c.head_since {
-            since + t[HEADER_READ]
-        } else {
-            c.idle_since + t[KEEP_ALIVE]
-        };
+        c.deadline = deadline_for(c, &self.timeouts);
         // Lazy: a live entry at or before the deadline will look again when it is due.
         if c.filed_tick == NOT_FILED || self.wheel.tick_for(c.deadline) < c.filed_tick {
             c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
@@ -921,8 +951,76 @@ impl<'t, H: Handler> Worker<'t, H> {
                 return self.drop_conn(i);
             }
         }
-        self.flush(i);
-        self.arm(i);
+        self.flush_and_arm(i);
+    }
+
+    /// [`Worker::flush`] then [`Worker::arm`], with the usual case done here in one
+    /// pass: a plain connection whose responses are all in memory, not closing.
+    #[inline(always)]
+    fn flush_and_arm(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        if c.tls.is_some()
+            || c.source.is_some()
+            || c.closing
+            || c.abort
+            || c.peer_eof
+            || c.linger_deadline.is_some()
+            || self.shutdown_deadline.is_some()
+        {
+            self.flush(i);
+            return self.arm(i);
+        }
+        while c.written < c.output.len() {
+            match lio::write(&c.fd, &c.output[c.written..]) {
+                Ok(n) => {
+                    c.written += n;
+                    c.last_write = self.now;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return self.drop_conn(i),
+            }
+        }
+        let pending = c.output.len() - c.written;
+        if pending == 0 {
+            c.output.clear();
+            c.written = 0;
+            c.idle_since = self.now;
+            if c.output.capacity() > MAX_IDLE_OUTPUT {
+                c.output = Vec::new();
+            }
+        }
+        // What `interest_for` and `deadline_for` give without a source, TLS or linger.
+        let interest = if pending == 0 {
+            Interest::READABLE
+        } else if pending <= OUTPUT_HIGH_WATER {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::WRITABLE
+        };
+        if interest != c.interest {
+            c.interest = interest;
+            if self.epoll.modify(&c.fd, i as u64, interest).is_err() {
+                return self.drop_conn(i);
+            }
+        }
+        let t = &self.timeouts;
+        c.deadline = if pending > 0 {
+            c.last_write + t[WRITE]
+        } else if c.await_len > 0 || c.chunked.is_some() || c.sink.is_some() {
+            c.last_read + t[BODY_READ]
+        } else if let Some(since) = c.head_since {
+            since + t[HEADER_READ]
+        } else {
+            c.idle_since + t[KEEP_ALIVE]
+        };
+        debug_assert_eq!(c.deadline, deadline_for(c, t));
+        debug_assert_eq!(interest, interest_for(c, pending));
+        if c.filed_tick == NOT_FILED || self.wheel.tick_for(c.deadline) < c.filed_tick {
+            c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
+        }
     }
 
     fn on_writable(&mut self, i: usize) {
@@ -1030,24 +1128,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 return self.flush(i);
             }
         }
-        // Read while there is room for more output (and, behind a body, for more input);
-        // while closing or over the high-water mark, watch only for writability so
-        // unread input cannot spin the loop.
-        let want_write = pending > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting());
-        let want_read = !c.closing
-            && !c.peer_eof
-            && pending <= OUTPUT_HIGH_WATER
-            && (c.source.is_none() || c.input.len() - c.start < BODY_INPUT_CAP);
-        let mut interest = match (want_read, want_write) {
-            (true, true) => Interest::READABLE | Interest::WRITABLE,
-            (true, false) => Interest::READABLE,
-            (false, true) => Interest::WRITABLE,
-            (false, false) => Interest::NONE,
-        };
-        if !want_read && matches!(c.source, Some(Active::Stream { .. })) {
-            // Not reading, yet a stream must notice its client leaving.
-            interest = interest | Interest::HANGUP;
-        }
+        let interest = interest_for(c, pending);
         if interest != c.interest {
             c.interest = interest;
             if self.epoll.modify(&c.fd, i as u64, interest).is_err() {
