@@ -8,26 +8,46 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The root processes of the servers started and not yet stopped, for
-/// [`stop_all_on_signal`].
+/// The root processes keel-bench started and has not yet stopped (servers, wrk), for
+/// [`kill_started`].
 static STARTED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
-/// Makes SIGTERM, SIGINT and SIGHUP end keel-bench only after every server it started
-/// (and each server's processes) is killed: without it, a harness killed alone (by
-/// `kill` or `timeout`) would leave its servers running. The handler (the `ctrlc`
-/// crate's, on a thread of its own) blocks no signal, so the servers and wrk start
-/// with the usual signal mask. Returns `Err` if the handler cannot be set.
-pub fn stop_all_on_signal() -> Result<(), String> {
-    ctrlc::set_handler(|| {
-        let roots = STARTED.lock().map(|v| v.clone()).unwrap_or_default();
-        for root in roots {
-            for p in procfs::tree(root) {
-                if let Some(pid) = Pid::from_raw(p) {
-                    let _ = process::kill(pid, Signal::KILL);
-                }
+/// Records `pid`, a process keel-bench just started, for [`kill_started`].
+pub(crate) fn track(pid: i32) {
+    if let Ok(mut started) = STARTED.lock() {
+        started.push(pid);
+    }
+}
+
+/// Forgets `pid` (see [`track`]) once it has been stopped and collected.
+pub(crate) fn untrack(pid: i32) {
+    if let Ok(mut started) = STARTED.lock() {
+        started.retain(|&p| p != pid);
+    }
+}
+
+/// Sends SIGKILL to every process keel-bench started and has not stopped yet, and to
+/// each one's descendants. Their `Child` handles still collect them.
+pub fn kill_started() {
+    let roots = STARTED.lock().map(|v| v.clone()).unwrap_or_default();
+    for root in roots {
+        for p in procfs::tree(root) {
+            if let Some(pid) = Pid::from_raw(p) {
+                let _ = process::kill(pid, Signal::KILL);
             }
         }
-        eprintln!("[keel-bench] interrupted: killed the servers it started");
+    }
+}
+
+/// Makes SIGTERM, SIGINT and SIGHUP end keel-bench only after every process it started
+/// (and each one's descendants) is killed, with [`kill_started`]: without it, a harness
+/// killed alone (by `kill` or `timeout`) would leave its servers running. The handler
+/// (the `ctrlc` crate's, on a thread of its own) blocks no signal, so the servers and
+/// wrk start with the usual signal mask. Returns `Err` if the handler cannot be set.
+pub fn stop_all_on_signal() -> Result<(), String> {
+    ctrlc::set_handler(|| {
+        kill_started();
+        eprintln!("[keel-bench] interrupted: killed the processes it started");
         std::process::exit(130);
     })
     .map_err(|e| e.to_string())
@@ -216,9 +236,7 @@ impl Running {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("start {}: {e}", argv[0]))?;
-        if let Ok(mut started) = STARTED.lock() {
-            started.push(child.id() as i32);
-        }
+        track(child.id() as i32);
         let mut r = Running {
             name: server.into(),
             addr,
@@ -262,10 +280,7 @@ impl Running {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if let Ok(mut started) = STARTED.lock() {
-            let id = self.child.id() as i32;
-            started.retain(|&p| p != id);
-        }
+        untrack(self.child.id() as i32);
     }
 }
 
