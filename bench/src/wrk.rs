@@ -101,6 +101,8 @@ pub fn run(o: &WrkRun<'_>, tick: &mut dyn FnMut()) -> Result<WrkResult, String> 
         .spawn()
         .map_err(|e| format!("wrk (Debian package `wrk`): {e}"))?;
     let pid = child.id() as i32;
+    // `taskset` execs wrk: the same process, killed with the servers on a signal.
+    crate::servers::track(pid);
     let start = std::time::Instant::now();
     // Sample until wrk has exited but is not yet collected: its CPU times are final then.
     let mut cpu_ticks = 0;
@@ -118,7 +120,9 @@ pub fn run(o: &WrkRun<'_>, tick: &mut dyn FnMut()) -> Result<WrkResult, String> 
         std::thread::sleep(Duration::from_millis(50));
     }
     let wall = start.elapsed().as_secs_f64();
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string());
+    crate::servers::untrack(pid);
+    let out = out?;
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
