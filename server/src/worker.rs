@@ -828,17 +828,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             return;
         };
         if c.linger_deadline.is_some() {
-            // Discard until EOF.
-            let mut scratch = [0u8; 4096];
-            loop {
-                match lio::read(&c.fd, &mut scratch) {
-                    Ok(0) => return self.drop_conn(i),
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                    Err(_) => return self.drop_conn(i),
-                }
-            }
+            return self.discard_input(i);
         }
         if c.closing
             || c.peer_eof
@@ -856,12 +846,12 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.start = 0;
             c.input_lent = true;
         }
-        let max_input = self.config.max_input_size();
         let mut eof = false;
         let mut budget = READ_BUDGET;
         loop {
             let c = self.conns[i].as_mut().expect("connection checked above");
             if c.input.len() == c.input.capacity() {
+                let max_input = self.config.max_input_size();
                 if c.start > 0 {
                     c.input.drain(..c.start);
                     c.start = 0;
@@ -1020,6 +1010,26 @@ impl<'t, H: Handler> Worker<'t, H> {
         debug_assert_eq!(interest, interest_for(c, pending));
         if c.filed_tick == NOT_FILED || self.wheel.tick_for(c.deadline) < c.filed_tick {
             c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
+        }
+    }
+
+    /// Reads and discards what lingering connection `i` sends, until EOF (then drops it)
+    /// or until the socket is empty.
+    #[cold]
+    #[inline(never)]
+    fn discard_input(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        let mut scratch = [0u8; 4096];
+        loop {
+            match lio::read(&c.fd, &mut scratch) {
+                Ok(0) => return self.drop_conn(i),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => return self.drop_conn(i),
+            }
         }
     }
 
