@@ -488,9 +488,9 @@ fn find<C: ByteClass>(bytes: &[u8], from: usize) -> usize {
 pub(crate) fn is_host_value(buf: &[u8], start: usize, end: usize) -> bool {
     let len = end.wrapping_sub(start);
     if len <= 16 {
-        if let Some(block) = buf.get(start..).and_then(<[u8]>::first_chunk::<16>) {
-            // Only the first `len` bytes of the block are the value.
-            if NotUsualHost::mask(block) & ((1 << len) - 1) == 0 {
+        if let Some(block) = buf.get(..end).and_then(<[u8]>::last_chunk::<16>) {
+            // Only the last `len` bytes of the block are the value.
+            if NotUsualHost::mask(block) >> (16 - len) == 0 {
                 return true;
             }
         }
@@ -514,6 +514,26 @@ pub(crate) fn control_or_del_offset(bytes: &[u8]) -> usize {
 #[inline(always)]
 pub(crate) fn find_control_or_del(bytes: &[u8], from: usize) -> usize {
     find::<ControlOrDel>(bytes, from)
+}
+
+/// [`find_control_or_del`] for a field line of the request parser's fast
+/// path: the index of the first control byte or DEL at or after `from`, and
+/// whether it starts a CRLF. When the byte is found in a whole block, the
+/// CRLF is looked for in that block only (`false` if the LF would be in the
+/// next one), so the caller must treat `false` as "maybe not a CRLF".
+#[inline(always)]
+pub(crate) fn find_line_end(bytes: &[u8], from: usize) -> (usize, bool) {
+    let mut i = from;
+    while let Some(block) = bytes.get(i..).and_then(<[u8]>::first_chunk::<16>) {
+        let mask = ControlOrDel::mask(block);
+        if mask != 0 {
+            let at = mask.trailing_zeros() as usize;
+            return (i + at, block.get(at..at + 2) == Some(b"\r\n"));
+        }
+        i += 16;
+    }
+    let end = find::<ControlOrDel>(bytes, i);
+    (end, bytes.get(end..end + 2) == Some(b"\r\n"))
 }
 
 /// Index of the first byte at or after `from` that is not a
@@ -560,7 +580,7 @@ pub(crate) fn field_name_len(line: &[u8]) -> Option<usize> {
             return Some(len);
         }
         if len == 16 {
-            return long_field_name_len(line);
+            return long_field_name_len(line).filter(|&len| len < line.len());
         }
         if len == 0 && matches!(block[0], b'\r' | b'\n') {
             return None;
@@ -568,7 +588,8 @@ pub(crate) fn field_name_len(line: &[u8]) -> Option<usize> {
     } else if let [b'\r' | b'\n', ..] = line {
         return None;
     }
-    tchar_field_name_len(line)
+    // Below `line.len()` (the colon follows), which the caller can rely on.
+    tchar_field_name_len(line).filter(|&len| len < line.len())
 }
 
 /// [`field_name_len`] for a line whose first sixteen bytes are letters or
@@ -787,6 +808,13 @@ mod tests {
                             expected(ControlOrDel::byte),
                             "control from {from} {v:?}"
                         );
+                        let (end, crlf) = find_line_end(&v, from);
+                        assert_eq!(end, expected(ControlOrDel::byte), "line end {from} {v:?}");
+                        // `false` only sends the caller to the slow check.
+                        assert!(
+                            !crlf || v.get(end..end + 2) == Some(b"\r\n"),
+                            "crlf from {from} {v:?}"
+                        );
                         assert_eq!(
                             find_non_target_path(&v, from),
                             expected(NotTargetPath::byte),
@@ -808,6 +836,26 @@ mod tests {
                             "name from {from} {v:?}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn line_end_finds_a_crlf_that_is_not_at_a_block_end() {
+        for len in 2..64 {
+            for cr in 0..len - 1 {
+                let mut v = vec![b'a'; len];
+                v[cr] = b'\r';
+                v[cr + 1] = b'\n';
+                for from in 0..=cr {
+                    let (end, crlf) = find_line_end(&v, from);
+                    assert_eq!(end, cr, "{len} {cr} {from}");
+                    // The LF is in the block the CR was found in, or the CR
+                    // was found past the whole blocks.
+                    let whole = from + (len - from) / 16 * 16;
+                    let in_block = cr >= whole || (cr - from) % 16 != 15;
+                    assert_eq!(crlf, in_block, "{len} {cr} {from}");
                 }
             }
         }

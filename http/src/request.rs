@@ -12,8 +12,8 @@ use core::fmt;
 use memchr::memchr;
 
 use crate::chars::{
-    all_host, field_name_len, find_control_or_del, find_non_target, find_non_target_path,
-    is_host_value, is_ows, is_tchar, trim_ows, HOST,
+    all_host, field_name_len, find_control_or_del, find_line_end, find_non_target,
+    find_non_target_path, is_host_value, is_ows, is_tchar, trim_ows, HOST,
 };
 use crate::error::Error;
 
@@ -516,19 +516,20 @@ impl RequestParser {
         let (end, head_len) = loop {
             // A field name starts with a tchar; below `!` is the end of the
             // section (or something the general path rejects).
-            if *buf.get(line)? < b'!' {
+            let first = *buf.get(line)?;
+            if first < b'!' {
                 break match buf.get(line..)? {
                     [b'\r', b'\n', ..] => (line, line + 2),
                     [b'\n', ..] => (line, line + 1),
                     _ => return None,
                 };
             }
-            let mut eol = find_control_or_del(buf, line);
+            let (mut eol, crlf) = find_line_end(buf, line);
             let mut next = eol + 2;
-            if buf.get(eol..next) != Some(b"\r\n") {
+            if !crlf {
                 (eol, next) = line_end_after_htabs(buf, eol)?;
             }
-            self.fast_field_line(buf, line, eol)?;
+            self.fast_field_line(buf, line, first, eol)?;
             line = next;
         };
         if head_len - fields_start > self.limits.max_field_section_size {
@@ -549,9 +550,11 @@ impl RequestParser {
     /// starts) for the fast path: no control byte but HTAB and no DEL comes
     /// before `cr`. `None` for anything the fast path does not take.
     #[inline(always)]
-    fn fast_field_line(&mut self, buf: &[u8], line: usize, cr: usize) -> Option<()> {
+    fn fast_field_line(&mut self, buf: &[u8], line: usize, first: u8, cr: usize) -> Option<()> {
         // field-line = field-name ":" OWS field-value OWS
-        let colon = line + field_name_len(buf.get(line..)?)?;
+        let rest = buf.get(line..)?;
+        let name_len = field_name_len(rest)?;
+        let colon = line + name_len;
         if self.fields.len() >= self.limits.max_fields {
             return None;
         }
@@ -564,12 +567,19 @@ impl RequestParser {
             [b' ', only] if *only > b' ' => (colon + 2, cr),
             value => trim_ows_at(colon + 1, value),
         };
-        // Only names of 4 (Host), 6, 10, 14 and 17 bytes mean anything here.
-        if matches!(colon - line, 4 | 6 | 10 | 14 | 17) {
-            let name = &buf[line..colon];
+        // Only names of 4 (Host), 6, 10, 14 and 17 bytes that start with
+        // `c`, `e`, `h` or `t` (any case) mean anything here.
+        if matches!(first | 0x20, b'c' | b'e' | b'h' | b't')
+            && matches!(name_len, 4 | 6 | 10 | 14 | 17)
+        {
+            // `field_name_len` returns a length below `rest.len()`.
+            let name = rest.get(..name_len)?;
             if is_host(name) {
-                self.note_host(is_host_value(buf, value_start, value_end))
-                    .ok()?;
+                // Both errors of `note_host`.
+                if self.framing.has_host || !is_host_value(buf, value_start, value_end) {
+                    return None;
+                }
+                self.framing.has_host = true;
             } else if is_noted(name) {
                 self.note_field_out_of_line(name, &buf[value_start..value_end])
                     .ok()?;
