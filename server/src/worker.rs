@@ -391,13 +391,41 @@ fn deadline_for(c: &Conn, t: &[Millis; 4]) -> Millis {
         c.last_write + t[WRITE]
     } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
         wake_at.unwrap_or(NEVER)
-    } else if c.await_len > 0 || c.chunked.is_some() || c.sink.is_some() {
+    } else {
+        read_deadline(c, t)
+    }
+}
+
+/// [`deadline_for`] connection `c` with nothing to write: the body, head or idle
+/// timeout, by what it is reading.
+#[inline(always)]
+fn read_deadline(c: &Conn, t: &[Millis; 4]) -> Millis {
+    if c.await_len > 0 || c.chunked.is_some() || c.sink.is_some() {
         c.last_read + t[BODY_READ]
     } else if let Some(since) = c.head_since {
         since + t[HEADER_READ]
     } else {
         c.idle_since + t[KEEP_ALIVE]
     }
+}
+
+/// Writes plain connection `c`'s output from `c.written` until all of it is sent or
+/// the socket is full, noting progress at `now`. `Err` when a write fails: the
+/// connection is lost.
+#[inline(always)]
+fn write_output(c: &mut Conn, now: Millis) -> io::Result<()> {
+    while c.written < c.output.len() {
+        match lio::write(&c.fd, &c.output[c.written..]) {
+            Ok(n) => {
+                c.written += n;
+                c.last_write = now;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// How long accepting pauses after `EMFILE`/`ENFILE`.
@@ -962,16 +990,8 @@ impl<'t, H: Handler> Worker<'t, H> {
             self.flush(i);
             return self.arm(i);
         }
-        while c.written < c.output.len() {
-            match lio::write(&c.fd, &c.output[c.written..]) {
-                Ok(n) => {
-                    c.written += n;
-                    c.last_write = self.now;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => return self.drop_conn(i),
-            }
+        if write_output(c, self.now).is_err() {
+            return self.drop_conn(i);
         }
         let pending = c.output.len() - c.written;
         if pending == 0 {
@@ -999,12 +1019,8 @@ impl<'t, H: Handler> Worker<'t, H> {
         let t = &self.timeouts;
         c.deadline = if pending > 0 {
             c.last_write + t[WRITE]
-        } else if c.await_len > 0 || c.chunked.is_some() || c.sink.is_some() {
-            c.last_read + t[BODY_READ]
-        } else if let Some(since) = c.head_since {
-            since + t[HEADER_READ]
         } else {
-            c.idle_since + t[KEEP_ALIVE]
+            read_deadline(c, t)
         };
         debug_assert_eq!(c.deadline, deadline_for(c, t));
         debug_assert_eq!(interest, interest_for(c, pending));
@@ -1057,16 +1073,8 @@ impl<'t, H: Handler> Worker<'t, H> {
         };
         if c.tls.is_none() && c.source.is_none() {
             // The common case, plain responses in memory: write them.
-            while c.written < c.output.len() {
-                match lio::write(&c.fd, &c.output[c.written..]) {
-                    Ok(n) => {
-                        c.written += n;
-                        c.last_write = self.now;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(_) => return self.drop_conn(i),
-                }
+            if write_output(c, self.now).is_err() {
+                return self.drop_conn(i);
             }
         } else {
             self.send_bodies(i);
