@@ -219,3 +219,20 @@ fn silent_server_is_skipped_after_its_timeout() {
         .unwrap_err();
     assert!(matches!(e, Error::TimedOut { op: "resolve" }), "{e:?}");
 }
+
+/// The harness itself: a dnsmasq started on a port another test's dnsmasq already
+/// holds exits, and must not be reported ready because the other one answers there.
+#[test]
+fn harness_does_not_take_another_server_on_the_port_for_its_own() {
+    let d = server();
+    let second = util::start_dnsmasq_on(d.addr.port(), ZONE, &[("many.hosts", "")]);
+    match second {
+        Err(e) => assert!(e.contains("exited"), "{e}"),
+        Ok(s) => panic!("a second dnsmasq on {} was reported ready", s.addr),
+    }
+    // The first one still serves.
+    let a = resolver(&d)
+        .lookup("a.keel.test.", RrType::A, soon())
+        .unwrap();
+    assert_eq!(ips(&a), ["192.0.2.1".parse::<IpAddr>().unwrap()]);
+}

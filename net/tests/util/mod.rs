@@ -62,17 +62,10 @@ fn dnsmasq_path() -> PathBuf {
 /// forwarding. `extra_files` are written into its directory first; `@DIR@` in `config`
 /// is replaced by that directory.
 pub fn start_dnsmasq(config: &str, extra_files: &[(&str, &str)]) -> Dnsmasq {
-    let bin = dnsmasq_path();
-    let dir = TempDir::new("dnsmasq");
-    for (name, text) in extra_files {
-        std::fs::write(dir.path().join(name), text).unwrap();
-    }
-    // The directory must be readable after dnsmasq drops privileges to `nobody`.
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    for attempt in 0..5 {
+    for _ in 0..5 {
         // Pick a port free for both UDP and TCP, then hand it to dnsmasq. Another process
-        // may take it in between: then dnsmasq exits and we try another.
+        // (or another test's dnsmasq) may take it in between: then ours exits and we try
+        // another.
         let port = {
             let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
             let port = u.local_addr().unwrap().port();
@@ -81,52 +74,108 @@ pub fn start_dnsmasq(config: &str, extra_files: &[(&str, &str)]) -> Dnsmasq {
             }
             port
         };
-        let conf = format!(
-            "no-hosts\nno-resolv\nno-poll\nport={port}\nlisten-address=127.0.0.1\nbind-interfaces\n\
-             pid-file=\nuser=root\nlocal-ttl=60\n{}\n",
-            config.replace("@DIR@", &dir.path().display().to_string())
-        );
-        let conf_path = dir.path().join("dnsmasq.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let mut child = Command::new(&bin)
-            .arg("--keep-in-foreground")
-            .arg(format!("--conf-file={}", conf_path.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn dnsmasq");
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        // Ready when it answers a TCP connect (it binds UDP and TCP together).
-        let until = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                let mut err = String::new();
-                use std::io::Read;
-                child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
-                if attempt == 4 {
-                    panic!("dnsmasq exited with {status}: {err}");
-                }
-                break;
-            }
-            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                return Dnsmasq {
-                    child,
-                    addr,
-                    _dir: dir,
-                };
-            }
-            if Instant::now() > until {
-                let _ = child.kill();
-                panic!("dnsmasq did not start listening on {addr} within 5 s");
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if let Ok(d) = start_dnsmasq_on(port, config, extra_files) {
+            return d;
         }
     }
     panic!("could not start dnsmasq on a free port in 5 tries");
+}
+
+/// Starts dnsmasq as [`start_dnsmasq`] does, on 127.0.0.1:`port`. Ready only once a
+/// UDP query for a name that only this instance serves is answered, so a server that
+/// some other test started on the same port is never taken for ours. Err (with
+/// dnsmasq's stderr) when it exits first, as it does when the port is taken.
+pub fn start_dnsmasq_on(
+    port: u16,
+    config: &str,
+    extra_files: &[(&str, &str)],
+) -> Result<Dnsmasq, String> {
+    let bin = dnsmasq_path();
+    let dir = TempDir::new("dnsmasq");
+    for (name, text) in extra_files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    // The directory must be readable after dnsmasq drops privileges to `nobody`.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ready_name = format!(
+        "{}.ready.test",
+        dir.path().file_name().unwrap().to_str().unwrap()
+    );
+    let conf = format!(
+        "no-hosts\nno-resolv\nno-poll\nport={port}\nlisten-address=127.0.0.1\nbind-interfaces\n\
+         pid-file=\nuser=root\nlocal-ttl=60\nlocal=/ready.test/\n\
+         host-record={ready_name},127.0.0.1\n{}\n",
+        config.replace("@DIR@", &dir.path().display().to_string())
+    );
+    let conf_path = dir.path().join("dnsmasq.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut child = Command::new(&bin)
+        .arg("--keep-in-foreground")
+        .arg(format!("--conf-file={}", conf_path.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dnsmasq");
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            use std::io::Read;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return Err(format!("dnsmasq exited with {status}: {err}"));
+        }
+        if answers_a(addr, &ready_name) {
+            return Ok(Dnsmasq {
+                child,
+                addr,
+                _dir: dir,
+            });
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("dnsmasq did not answer on {addr} within 5 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// True when the DNS server at `addr` answers a UDP query for `name`'s A record with
+/// NOERROR and at least one answer record within 100 ms. The query is built here by
+/// hand (RFC 1035 section 4.1), not with the resolver under test.
+fn answers_a(addr: SocketAddr, name: &str) -> bool {
+    let Ok(sock) = std::net::UdpSocket::bind("127.0.0.1:0") else {
+        return false;
+    };
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let id: u16 = 0x6b6c;
+    // Header: id, flags = RD, QDCOUNT 1, ANCOUNT/NSCOUNT/ARCOUNT 0.
+    let mut q = Vec::with_capacity(64);
+    q.extend_from_slice(&id.to_be_bytes());
+    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]); // root, QTYPE A, QCLASS IN
+    if sock.send_to(&q, addr).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 512];
+    match sock.recv_from(&mut buf) {
+        Ok((n, from)) if from == addr && n >= 12 => {
+            let rcode = buf[3] & 0x0f;
+            let ancount = u16::from_be_bytes([buf[6], buf[7]]);
+            buf[..2] == id.to_be_bytes() && rcode == 0 && ancount >= 1
+        }
+        _ => false,
+    }
 }
