@@ -14,13 +14,39 @@ use keel_tls::{
 };
 use util::{connect, free_port, now, Conn, Peer, Pki, TIMEOUT};
 
-/// Starts `openssl s_server -rev` (answers each line reversed) on a free port.
-fn s_server(pki: &Pki, extra: &[&str]) -> (Peer, u16) {
-    let port = free_port();
+/// Starts `openssl s_server` on 127.0.0.1:`port` with the arguments `args` adds. Ready
+/// once it prints `ACCEPT`, which it does only after it listens there, so a server that
+/// another test started on the same port is never taken for ours. Err (with its output)
+/// when it exits first, as it does when the port is taken.
+fn s_server_on(port: u16, args: impl Fn(&mut Command)) -> Result<Peer, String> {
     let mut cmd = Command::new("openssl");
     cmd.arg("s_server")
-        .args(["-accept", &format!("127.0.0.1:{port}")])
-        .args([
+        .args(["-accept", &format!("127.0.0.1:{port}")]);
+    args(&mut cmd);
+    let mut peer = Peer::spawn(&mut cmd);
+    peer.expect_line_or_exit("ACCEPT")?;
+    Ok(peer)
+}
+
+/// Starts `openssl s_server` as [`s_server_on`] does, on a free port. Another process
+/// (or another test's s_server) may take the port in between: then ours exits and we
+/// try another.
+fn s_server_with(args: impl Fn(&mut Command)) -> (Peer, u16) {
+    let mut last = String::new();
+    for _ in 0..5 {
+        let port = free_port();
+        match s_server_on(port, &args) {
+            Ok(peer) => return (peer, port),
+            Err(e) => last = e,
+        }
+    }
+    panic!("could not start s_server on a free port in 5 tries: {last}");
+}
+
+/// Starts `openssl s_server -rev` (answers each line reversed) on a free port.
+fn s_server(pki: &Pki, extra: &[&str]) -> (Peer, u16) {
+    s_server_with(|cmd| {
+        cmd.args([
             "-cert",
             &pki.path_str("leaf.pem"),
             "-key",
@@ -28,9 +54,7 @@ fn s_server(pki: &Pki, extra: &[&str]) -> (Peer, u16) {
         ])
         .args(["-cert_chain", &pki.path_str("int.pem"), "-rev"])
         .args(extra);
-    let mut peer = Peer::spawn(&mut cmd);
-    peer.expect_line("ACCEPT");
-    (peer, port)
+    })
 }
 
 fn client_config(pki: &Pki, alpn: &[&[u8]]) -> ClientConfig {
@@ -113,33 +137,30 @@ fn client_resumes_with_ticket_tls12() {
 fn client_sni_selects_s_server_certificate() {
     let pki = Pki::new();
     // -build_chain (needed for the second certificate) excludes -cert_chain.
-    let port = free_port();
-    let mut cmd = Command::new("openssl");
-    cmd.arg("s_server")
-        .args(["-accept", &format!("127.0.0.1:{port}"), "-rev"])
-        .args([
-            "-cert",
-            &pki.path_str("leaf.pem"),
-            "-key",
-            &pki.path_str("leaf.key"),
-        ])
-        .args([
-            "-servername",
-            "other.keel.test",
-            "-cert2",
-            &pki.path_str("other.pem"),
-            "-key2",
-            &pki.path_str("other.key"),
-            "-build_chain",
-            "-chainCAfile",
-            &pki.path_str("int-ca.pem"),
-            "-CAfile",
-            &pki.path_str("int-ca.pem"),
-            "-naccept",
-            "1",
-        ]);
-    let mut server = Peer::spawn(&mut cmd);
-    server.expect_line("ACCEPT");
+    let (server, port) = s_server_with(|cmd| {
+        cmd.arg("-rev")
+            .args([
+                "-cert",
+                &pki.path_str("leaf.pem"),
+                "-key",
+                &pki.path_str("leaf.key"),
+            ])
+            .args([
+                "-servername",
+                "other.keel.test",
+                "-cert2",
+                &pki.path_str("other.pem"),
+                "-key2",
+                &pki.path_str("other.key"),
+                "-build_chain",
+                "-chainCAfile",
+                &pki.path_str("int-ca.pem"),
+                "-CAfile",
+                &pki.path_str("int-ca.pem"),
+                "-naccept",
+                "1",
+            ]);
+    });
     let config = client_config(&pki, &[]);
     let mut c = keel_client(&config, "other.keel.test", port);
     let r = c.handshake();
@@ -205,20 +226,16 @@ fn client_error(
     name: &str,
     at: std::time::SystemTime,
 ) -> Error {
-    let port = free_port();
-    let mut cmd = Command::new("openssl");
-    cmd.arg("s_server")
-        .args(["-accept", &format!("127.0.0.1:{port}")])
-        .args(["-cert", &pki.path_str(&format!("{leaf}.pem"))])
-        .args(["-cert_chain", &pki.path_str("int.pem")])
-        .args([
-            "-key",
-            &pki.path_str(&format!("{leaf}.key")),
-            "-naccept",
-            "1",
-        ]);
-    let mut server = Peer::spawn(&mut cmd);
-    server.expect_line("ACCEPT");
+    let (_server, port) = s_server_with(|cmd| {
+        cmd.args(["-cert", &pki.path_str(&format!("{leaf}.pem"))])
+            .args(["-cert_chain", &pki.path_str("int.pem")])
+            .args([
+                "-key",
+                &pki.path_str(&format!("{leaf}.key")),
+                "-naccept",
+                "1",
+            ]);
+    });
     let session = config
         .new_session(&ServerName::parse(name).unwrap(), at)
         .unwrap();
@@ -293,6 +310,32 @@ fn protocol_version_mismatch_is_named() {
         ),
         "{e}"
     );
+}
+
+/// The harness itself: an s_server started on a port another test's s_server already
+/// listens on exits, and must be reported as such (so another port is tried), not
+/// waited on until the test fails.
+#[test]
+fn harness_does_not_take_another_s_server_on_the_port_for_its_own() {
+    let pki = Pki::new();
+    let (_first, port) = s_server(&pki, &["-naccept", "1"]);
+    let second = s_server_on(port, |cmd| {
+        cmd.args([
+            "-cert",
+            &pki.path_str("leaf.pem"),
+            "-key",
+            &pki.path_str("leaf.key"),
+        ]);
+    });
+    match second {
+        Err(e) => assert!(e.contains("exited"), "{e}"),
+        Ok(_) => panic!("a second s_server on {port} was reported ready"),
+    }
+    // The first one still serves.
+    let mut c = keel_client(&client_config(&pki, &[]), "localhost", port);
+    c.handshake().unwrap();
+    c.send(b"abc\n");
+    c.read_until(b"cba").unwrap();
 }
 
 // ---- keel's server against s_client ----

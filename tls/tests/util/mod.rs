@@ -323,6 +323,30 @@ impl Peer {
         }
     }
 
+    /// Waits for a line that is exactly `line`. Err (with everything seen) when the
+    /// output ends first, as it does when the process exits; panics after TIMEOUT.
+    pub fn expect_line_or_exit(&mut self, line: &str) -> Result<(), String> {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if self.seen.iter().any(|l| l == line) {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.seen.push(l),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(format!(
+                        "peer exited before printing {line:?}; output: {:#?}",
+                        self.seen
+                    ));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("peer never printed {line:?}; output: {:#?}", self.seen)
+                }
+            }
+        }
+    }
+
     /// Collects output until the process exits (bounded by TIMEOUT).
     pub fn wait_output(&mut self) -> String {
         let deadline = Instant::now() + TIMEOUT;
