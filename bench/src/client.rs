@@ -156,10 +156,24 @@ fn connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, String> {
     Ok(s)
 }
 
-/// Waits until `GET /plaintext` answers 200, polling until `timeout`.
-pub fn wait_ready(addr: SocketAddr, timeout: Duration) -> Result<(), String> {
+/// Waits until `GET /plaintext` on `addr` answers 200, polling every 50 ms until
+/// `timeout`. `exited` is asked before each attempt and after the answer: `Some(why)`
+/// (the server started has exited) ends the wait with that reason, so that an answer
+/// from another process on the same port is never taken for the server's.
+///
+/// # Errors
+///
+/// The reason `exited` gives, or the last attempt's error once `timeout` has passed.
+pub fn wait_ready(
+    addr: SocketAddr,
+    timeout: Duration,
+    exited: &mut dyn FnMut() -> Option<String>,
+) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     loop {
+        if let Some(why) = exited() {
+            return Err(why);
+        }
         let attempt = (|| {
             let mut s = connect(addr, Duration::from_secs(30))?;
             s.write_all(&request(addr, "/plaintext"))
@@ -172,7 +186,7 @@ pub fn wait_ready(addr: SocketAddr, timeout: Duration) -> Result<(), String> {
             }
         })();
         match attempt {
-            Ok(()) => return Ok(()),
+            Ok(()) => return exited().map_or(Ok(()), Err),
             Err(e) if Instant::now() >= deadline => {
                 return Err(format!("not ready after {timeout:?}: {e}"))
             }

@@ -92,3 +92,55 @@ pub fn ticks(pid: i32) -> Option<(u64, bool)> {
 pub fn ticks_per_second() -> u64 {
     rustix::param::clock_ticks_per_second()
 }
+
+/// The inodes of the sockets that `pids` hold open, from the `socket:[INODE]` links of
+/// `/proc/PID/fd`.
+pub fn socket_inodes(pids: &[i32]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for pid in pids {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Ok(link) = fs::read_link(fd.path()) {
+                let link = link.to_string_lossy();
+                if let Some(inode) = link
+                    .strip_prefix("socket:[")
+                    .and_then(|l| l.strip_suffix(']'))
+                    .and_then(|l| l.parse().ok())
+                {
+                    out.push(inode);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The inodes of every TCP socket (IPv4 and IPv6, any local address) listening on
+/// `port` in this network namespace, from `/proc/net/tcp` and `/proc/net/tcp6`: lines
+/// of `sl local_address rem_address st ... inode`, the address as `HEX:PORTHEX` and
+/// state `0A` for LISTEN.
+pub fn listening_inodes(port: u16) -> Vec<u64> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(&"0A"), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let local_port = local
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            if local_port == Some(port) {
+                if let Ok(inode) = inode.parse() {
+                    out.push(inode);
+                }
+            }
+        }
+    }
+    out
+}

@@ -203,13 +203,42 @@ pub struct Running {
 
 impl Running {
     /// Starts `server` on a free loopback port under `wrapper` and waits until it answers.
+    ///
+    /// Ready means `GET /plaintext` gets 200 while the started process lives, and every
+    /// socket listening on the port belongs to it or its descendants: an answer from
+    /// some other process on that port (one that took it between [`free_addr`] and the
+    /// server's bind, say) never counts. When the server exits first (as it does when
+    /// its port is taken) another port is tried, up to three in all.
+    ///
+    /// # Errors
+    ///
+    /// The server cannot be started, exits three times before it is ready, or does not
+    /// answer within 10 s (60 s under callgrind).
     pub fn start(
         server: &str,
         root: &Path,
         scratch: &Path,
         wrapper: &Wrapper,
     ) -> Result<Running, String> {
-        let addr = free_addr();
+        let mut last = String::new();
+        for _ in 0..3 {
+            match Self::start_at(server, root, scratch, wrapper, free_addr())? {
+                Ok(r) => return Ok(r),
+                Err(exited) => last = exited,
+            }
+        }
+        Err(format!("{server} did not start: {last}"))
+    }
+
+    /// [`Running::start`] on `addr`: `Ok(Err(why))` when the server exited (or another
+    /// process listens there too), so another port may do; `Err` for anything else.
+    fn start_at(
+        server: &str,
+        root: &Path,
+        scratch: &Path,
+        wrapper: &Wrapper,
+        addr: SocketAddr,
+    ) -> Result<Result<Running, String>, String> {
         let cmd = command(server, root, addr, scratch)?;
         let mut argv: Vec<String> = match wrapper {
             Wrapper::Pinned(cpus) => vec!["taskset".into(), "-c".into(), cpus.clone()],
@@ -246,11 +275,35 @@ impl Running {
             Wrapper::Callgrind(_) => Duration::from_secs(60),
             Wrapper::Pinned(_) => Duration::from_secs(10),
         };
-        if let Err(e) = crate::client::wait_ready(addr, timeout) {
+        let ready = crate::client::wait_ready(addr, timeout, &mut || r.exited());
+        if let Err(e) = ready {
+            let exited = r.exited().is_some();
             r.stop();
-            return Err(format!("{server} did not start: {e}"));
+            return if exited {
+                Ok(Err(e))
+            } else {
+                Err(format!("{server} did not start: {e}"))
+            };
         }
-        Ok(r)
+        // The answer came from a process listening on the port: it must be ours alone.
+        let ours = procfs::socket_inodes(&r.pids());
+        let listening = procfs::listening_inodes(addr.port());
+        if let Some(other) = listening.iter().find(|i| !ours.contains(i)) {
+            r.stop();
+            return Ok(Err(format!(
+                "another process listens on {addr} too (socket inode {other})"
+            )));
+        }
+        Ok(Ok(r))
+    }
+
+    /// `Some(why)` once the started process has exited.
+    fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(format!("{} exited ({status})", self.name)),
+            Ok(None) => None,
+            Err(e) => Some(format!("{}: wait: {e}", self.name)),
+        }
     }
 
     /// The server's processes (the started one and its descendants).
