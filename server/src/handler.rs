@@ -296,6 +296,26 @@ impl Response {
         keep_alive_10: bool,
         chunked_ok: bool,
     ) -> bool {
+        // The usual case first: the same static response as the last one in this
+        // second, one copy. (The cache holds only responses written below, so never
+        // one with an invalid field or a 1xx status.)
+        if let Some(body) = self.static_body {
+            let key = TailKey {
+                body: (body.as_ptr() as usize, body.len()),
+                head_only,
+                close,
+                keep_alive_10,
+            };
+            if cache.tail == Some(key)
+                && !self.invalid_field
+                && self.fields.is_empty()
+                && self.source.is_none()
+                && cache.has_head(prefix.second, self.status, &self.statics[..self.n_statics])
+            {
+                out.extend_from_slice(&cache.bytes);
+                return false;
+            }
+        }
         let code = self.status.as_u16();
         // A 1xx status cannot end a request's response (RFC 9110 §15.2).
         if self.invalid_field || code < 200 {
@@ -320,10 +340,6 @@ impl Response {
             _ => None,
         };
         if cacheable && cache.has_head(prefix.second, self.status, statics) {
-            if tail_key.is_some() && cache.tail == tail_key {
-                out.extend_from_slice(&cache.bytes);
-                return false;
-            }
             out.extend_from_slice(&cache.bytes[..cache.head_len]);
         } else {
             let start = out.len();
@@ -789,6 +805,18 @@ mod tests {
                 // As 2, with a static field line of the same length.
                 res.static_header(C).static_body(b"Hello, World!");
             }
+            11 => {
+                // As 0, but a refused field line: 500, never the cached bytes of 0.
+                res.static_header(A)
+                    .header("X-Bad", "a\r\nb")
+                    .static_body(b"Hello, World!");
+            }
+            12 => {
+                // As 0 with a 1xx status, which cannot end a response: 500.
+                res.set_status(StatusCode::CONTINUE)
+                    .static_header(A)
+                    .static_body(b"Hello, World!");
+            }
             _ => {
                 res.static_header(A)
                     .stream_with_length(3, |_: &mut Vec<u8>, _: &crate::StreamContext<'_>| {
@@ -800,7 +828,7 @@ mod tests {
 
     #[test]
     fn cached_responses_are_the_bytes_an_uncached_write_gives() {
-        const RECIPES: usize = 12;
+        const RECIPES: usize = 14;
         let flags = [
             (false, false, false),
             (true, false, false),
@@ -840,7 +868,12 @@ mod tests {
                     build(b / flags.len(), &mut res);
                     for round in 0..2 {
                         let cached = write(&res, &prefix, &mut cache, b % flags.len());
-                        if round == 1 && res.fields.is_empty() && res.static_body.is_some() {
+                        let written = !res.invalid_field && res.status.as_u16() >= 200;
+                        if round == 1
+                            && written
+                            && res.fields.is_empty()
+                            && res.static_body.is_some()
+                        {
                             // Kept for the next response like it.
                             assert_eq!(cache.bytes, cached[b"earlier bytes".len()..]);
                         }
