@@ -300,13 +300,8 @@ impl Response {
         // second, one copy. (The cache holds only responses written below, so never
         // one with an invalid field or a 1xx status.)
         if let Some(body) = self.static_body {
-            let key = TailKey {
-                body: (body.as_ptr() as usize, body.len()),
-                head_only,
-                close,
-                keep_alive_10,
-            };
-            if cache.tail == Some(key)
+            let key = TailKey::new(body, head_only, close, keep_alive_10);
+            if cache.tail == key
                 && !self.invalid_field
                 && self.fields.is_empty()
                 && self.source.is_none()
@@ -331,12 +326,9 @@ impl Response {
         let tail_key = match self.static_body {
             // A large body costs its copy either way: keeping one more copy of it would
             // cost a copy into the cache each time two of them alternate.
-            Some(body) if cacheable && body.len() <= MAX_CACHED_BODY => Some(TailKey {
-                body: (body.as_ptr() as usize, body.len()),
-                head_only,
-                close,
-                keep_alive_10,
-            }),
+            Some(body) if cacheable && body.len() <= MAX_CACHED_BODY => {
+                Some(TailKey::new(body, head_only, close, keep_alive_10))
+            }
             _ => None,
         };
         if cacheable && cache.has_head(prefix.second, self.status, statics) {
@@ -411,19 +403,39 @@ pub(crate) struct ResponseCache {
     n_statics: usize,
     /// `bytes[..head_len]` is the head up to the framing fields.
     head_len: usize,
-    /// What `bytes[head_len..]` was made for, if it holds the rest of a response.
-    tail: Option<TailKey>,
+    /// What `bytes[head_len..]` was made for, or [`TailKey::NONE`] if it holds no
+    /// more than the head.
+    tail: TailKey,
     bytes: Vec<u8>,
 }
 
 /// A static body (address and length) and the flags that shaped the rest of the
-/// response after its head.
+/// response after its head, packed so that comparing two is three word compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct TailKey {
-    body: (usize, usize),
-    head_only: bool,
-    close: bool,
-    keep_alive_10: bool,
+    /// The body's address; 0 only in [`TailKey::NONE`] (a reference is never null).
+    body_ptr: usize,
+    body_len: usize,
+    /// `head_only`, `close` and `keep_alive_10` as bits 0, 1 and 2.
+    flags: u8,
+}
+
+impl TailKey {
+    /// No tail.
+    const NONE: TailKey = TailKey {
+        body_ptr: 0,
+        body_len: 0,
+        flags: 0,
+    };
+
+    #[inline(always)]
+    fn new(body: &'static [u8], head_only: bool, close: bool, keep_alive_10: bool) -> TailKey {
+        TailKey {
+            body_ptr: body.as_ptr() as usize,
+            body_len: body.len(),
+            flags: u8::from(head_only) | u8::from(close) << 1 | u8::from(keep_alive_10) << 2,
+        }
+    }
 }
 
 impl Default for ResponseCache {
@@ -434,7 +446,7 @@ impl Default for ResponseCache {
             statics: [""; MAX_STATICS],
             n_statics: 0,
             head_len: 0,
-            tail: None,
+            tail: TailKey::NONE,
             bytes: Vec::new(),
         }
     }
@@ -460,21 +472,21 @@ impl ResponseCache {
         self.statics[..statics.len()].copy_from_slice(statics);
         self.n_statics = statics.len();
         self.head_len = head.len();
-        self.tail = None;
+        self.tail = TailKey::NONE;
         self.bytes.clear();
         self.bytes.extend_from_slice(head);
     }
 
     #[inline]
     fn set_tail(&mut self, key: TailKey, tail: &[u8]) {
-        if self.tail != Some(key) {
+        if self.tail != key {
             self.set_tail_bytes(key, tail);
         }
     }
 
     #[cold]
     fn set_tail_bytes(&mut self, key: TailKey, tail: &[u8]) {
-        self.tail = Some(key);
+        self.tail = key;
         self.bytes.truncate(self.head_len);
         self.bytes.extend_from_slice(tail);
     }
