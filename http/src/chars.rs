@@ -918,11 +918,19 @@ mod tests {
                 for from in 0..=cr {
                     let (end, crlf) = find_line_end(&v, from);
                     assert_eq!(end, cr, "{len} {cr} {from}");
-                    // `true` at least when the LF is in the block the CR was
-                    // found in, or the CR was found past the whole blocks.
-                    let whole = from + (len - from) / 16 * 16;
-                    let in_block = cr >= whole || (cr - from) % 16 != 15;
-                    assert!(crlf || !in_block, "{len} {cr} {from}");
+                    // `true` exactly when the LF is in the window the CR was
+                    // found in (a 32-byte pair, then a 16-byte block), or the
+                    // CR was found past the whole blocks.
+                    let pairs_end = from + (len - from) / 32 * 32;
+                    let blocks_end = pairs_end + (len - pairs_end) / 16 * 16;
+                    let in_window = if cr < pairs_end {
+                        (cr - from) % 32 != 31
+                    } else if cr < blocks_end {
+                        (cr - pairs_end) % 16 != 15
+                    } else {
+                        true
+                    };
+                    assert_eq!(crlf, in_window, "{len} {cr} {from}");
                 }
             }
         }
