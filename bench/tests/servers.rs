@@ -1,6 +1,8 @@
 //! Starting the servers under test: keel-bench must measure the process it started,
 //! never another one that happens to answer on the same port.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -12,13 +14,7 @@ use keel_bench::servers::{Running, Wrapper};
 /// the server being ready.
 #[test]
 fn an_answer_from_a_process_not_started_is_not_a_ready_server() {
-    assert!(
-        std::process::Command::new("python3")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        "python3 is missing: install the Debian package `python3`"
-    );
+    common::require("python3", "python3");
     let root = std::env::temp_dir().join(format!("keel-bench-servers-{}", std::process::id()));
     let bin = root.join("target/release");
     std::fs::create_dir_all(&bin).expect("root");

@@ -14,13 +14,7 @@ use keel_bench::wrk::{self, WrkRun};
 /// machine for the rest of its duration after keel-bench is gone.
 #[test]
 fn a_running_wrk_is_killed_with_the_servers() {
-    assert!(
-        std::process::Command::new("wrk")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        "wrk is missing: install the Debian package `wrk`"
-    );
+    common::require("wrk", "wrk");
     let (_server, addr) = start();
     let scratch = std::env::temp_dir().join(format!("keel-bench-wrk-test-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("scratch dir");

@@ -1,5 +1,7 @@
 //! Starting keel's TechEmpower example (a real server, built by `cargo test --workspace`
-//! with the other examples) for the bench crate's tests.
+//! with the other examples) for the bench crate's tests, and checking for the tools they
+//! drive.
+#![allow(dead_code)] // each test file uses a part
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -45,4 +47,15 @@ pub fn start() -> (Server, SocketAddr) {
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
     (Server(child), addr)
+}
+
+/// Fails the test, naming the Debian package, unless `program` runs (`program --version`).
+pub fn require(program: &str, package: &str) {
+    assert!(
+        std::process::Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok(),
+        "{program} is missing: install the Debian package `{package}`"
+    );
 }
