@@ -269,7 +269,8 @@ impl Response {
         matches!(self.source, Some(Source::Stream { len: None, .. }))
     }
 
-    /// Takes the file or stream body, if any, after [`Response::write_to`] wrote the head.
+    /// Takes the file or stream body, if any, after [`Response::write_uncached`] wrote
+    /// the head.
     #[inline]
     pub(crate) fn take_source(&mut self) -> Option<Source> {
         // The common case, none, reads one word and writes nothing.
@@ -277,14 +278,11 @@ impl Response {
         self.source.take()
     }
 
-    /// Appends the serialized response to `out`. `prefix` holds the precomputed
-    /// `Server` and `Date` field lines, after the status line `HTTP/1.1 200 OK` (which
-    /// the common case copies along with them); `head_only` drops the body (HEAD);
-    /// `close` adds `Connection: close`; `keep_alive_10` adds `Connection: keep-alive`
-    /// for HTTP/1.0; `chunked_ok` says the client can take the chunked coding (HTTP/1.1).
-    ///
-    /// Returns whether the body is a file or stream that must follow the head (use
-    /// [`Response::take_source`]); `false` when there is none or it must not be sent.
+    /// Appends the serialized response to `out`: the cached bytes when
+    /// [`Response::cached`] finds them, else what [`Response::write_uncached`] writes
+    /// (whose arguments and result these are). The worker takes the two steps itself,
+    /// so that it can send cached bytes without copying them; the tests use this.
+    #[cfg(test)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_to(
         &self,
@@ -297,20 +295,70 @@ impl Response {
         chunked_ok: bool,
     ) -> bool {
         // The usual case first: the same static response as the last one in this
-        // second, one copy. (The cache holds only responses written below, so never
-        // one with an invalid field or a 1xx status.)
-        if let Some(body) = self.static_body {
-            let key = TailKey::new(body, head_only, close, keep_alive_10);
-            if cache.tail == key
-                && !self.invalid_field
-                && self.fields.is_empty()
-                && self.source.is_none()
-                && cache.has_head(prefix.second, self.status, &self.statics[..self.n_statics])
-            {
-                out.extend_from_slice(&cache.bytes);
-                return false;
-            }
+        // second, one copy.
+        if let Some(bytes) = self.cached(prefix, cache, head_only, close, keep_alive_10) {
+            out.extend_from_slice(bytes);
+            return false;
         }
+        self.write_uncached(
+            out,
+            prefix,
+            cache,
+            head_only,
+            close,
+            keep_alive_10,
+            chunked_ok,
+        )
+    }
+
+    /// The whole serialized response, when it is the same static response as the
+    /// last one [`Response::write_uncached`] wrote in this second (same status, the
+    /// same static field lines and static body, the same flags): the bytes kept in
+    /// `cache`, to be sent as they are. `None` otherwise: then `write_uncached`
+    /// writes it. The arguments are those of `write_uncached`.
+    #[inline(always)]
+    pub(crate) fn cached<'c>(
+        &self,
+        prefix: &Prefix,
+        cache: &'c ResponseCache,
+        head_only: bool,
+        close: bool,
+        keep_alive_10: bool,
+    ) -> Option<&'c [u8]> {
+        // The cache holds only responses written by `write_uncached`, so never one
+        // with an invalid field or a 1xx status.
+        let body = self.static_body?;
+        let key = TailKey::new(body, head_only, close, keep_alive_10);
+        (cache.tail == key
+            && !self.invalid_field
+            && self.fields.is_empty()
+            && self.source.is_none()
+            && cache.has_head(prefix.second, self.status, &self.statics[..self.n_statics]))
+        .then_some(&cache.bytes[..])
+    }
+
+    /// Appends the serialized response to `out`, for a response that
+    /// [`Response::cached`] found not cached (and keeps it in `cache` when it is
+    /// the kind of response that is cached). `prefix` holds the precomputed
+    /// `Server` and `Date` field lines, after the status line `HTTP/1.1 200 OK`
+    /// (which the common case copies along with them); `head_only` drops the body
+    /// (HEAD); `close` adds `Connection: close`; `keep_alive_10` adds
+    /// `Connection: keep-alive` for HTTP/1.0; `chunked_ok` says the client can take
+    /// the chunked coding (HTTP/1.1).
+    ///
+    /// Returns whether the body is a file or stream that must follow the head (use
+    /// [`Response::take_source`]); `false` when there is none or it must not be sent.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn write_uncached(
+        &self,
+        out: &mut Vec<u8>,
+        prefix: &Prefix,
+        cache: &mut ResponseCache,
+        head_only: bool,
+        close: bool,
+        keep_alive_10: bool,
+        chunked_ok: bool,
+    ) -> bool {
         let code = self.status.as_u16();
         // A 1xx status cannot end a request's response (RFC 9110 §15.2).
         if self.invalid_field || code < 200 {

@@ -409,6 +409,33 @@ fn read_deadline(c: &Conn, t: &[Millis; 4]) -> Millis {
     }
 }
 
+/// Writes `bytes` to the socket `fd` of a plain connection with no output
+/// waiting, noting progress at `now` in `last_write`; what the socket does not
+/// take (all of it on an error, which the next [`write_output`] meets again and
+/// reports) is copied into `output` to be sent like any other output.
+#[inline(always)]
+fn write_direct(
+    fd: &OwnedFd,
+    output: &mut Vec<u8>,
+    last_write: &mut Millis,
+    bytes: &[u8],
+    now: Millis,
+) {
+    let sent = loop {
+        match lio::write(fd, bytes) {
+            Ok(n) => {
+                *last_write = now;
+                break n;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break 0,
+        }
+    };
+    if let Some(rest) = bytes.get(sent..).filter(|rest| !rest.is_empty()) {
+        output.extend_from_slice(rest);
+    }
+}
+
 /// Writes plain connection `c`'s output from `c.written` until all of it is sent or
 /// the socket is full, noting progress at `now`. `Err` when a write fails: the
 /// connection is lost.
@@ -1571,15 +1598,35 @@ impl<'t, H: Handler> Worker<'t, H> {
             // is delimited by closing the connection (RFC 9112 §6.3, item 8).
             let close =
                 !keep_alive || response.wants_close() || (http10 && response.is_unsized_stream());
-            let has_source = response.write_to(
-                &mut c.output,
-                date,
-                response_cache,
-                head_only,
-                close,
-                http10 && !close,
-                !http10,
-            );
+            let keep_alive_10 = http10 && !close;
+            let has_source = if let Some(bytes) =
+                response.cached(date, response_cache, head_only, close, keep_alive_10)
+            {
+                // The same bytes as the last response like it. When nothing is waiting
+                // to be sent before them and no request follows in the input (a
+                // keep-alive client, not a pipelining one), send them from the cache
+                // now rather than copy them into the output first.
+                if c.output.is_empty()
+                    && c.start + consumed == c.input.len()
+                    && !close
+                    && c.tls.is_none()
+                {
+                    write_direct(&c.fd, &mut c.output, &mut c.last_write, bytes, *now);
+                } else {
+                    c.output.extend_from_slice(bytes);
+                }
+                false
+            } else {
+                response.write_uncached(
+                    &mut c.output,
+                    date,
+                    response_cache,
+                    head_only,
+                    close,
+                    keep_alive_10,
+                    !http10,
+                )
+            };
             if config.access_log {
                 if log.len() < MAX_LOG_BUFFER {
                     access_log_line(log, c.peer, date, &req, response, head_only);
@@ -1769,8 +1816,65 @@ fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
 
 #[cfg(test)]
 mod tests {
-    use super::{may_end_head, refusal_status};
+    use super::{may_end_head, refusal_status, write_direct};
     use keel_http::StatusCode;
+    use keel_linux::io as lio;
+    use keel_linux::unix::{self, UnixKind};
+
+    /// Everything `rx` holds now (it is non-blocking).
+    fn drain(rx: &std::os::fd::OwnedFd) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while let Ok(n @ 1..) = lio::read(rx, &mut chunk) {
+            got.extend_from_slice(&chunk[..n]);
+        }
+        got
+    }
+
+    #[test]
+    fn a_direct_write_keeps_what_the_socket_does_not_take() {
+        let bytes: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+        // Taken whole: nothing left, the write noted.
+        let (tx, rx) = unix::pair(UnixKind::Stream).unwrap();
+        let (mut output, mut last_write) = (Vec::new(), 0);
+        write_direct(
+            &tx,
+            &mut output,
+            &mut last_write,
+            b"HTTP/1.1 200 OK\r\n\r\n",
+            7,
+        );
+        assert!(output.is_empty());
+        assert_eq!(last_write, 7);
+        assert_eq!(drain(&rx), b"HTTP/1.1 200 OK\r\n\r\n");
+
+        // Taken in part (more than a socket buffer holds): the rest is kept in order.
+        write_direct(&tx, &mut output, &mut last_write, &bytes, 8);
+        assert_eq!(last_write, 8);
+        assert!(!output.is_empty(), "4 MB cannot fit a socket buffer");
+        let mut got = drain(&rx);
+        assert!(!got.is_empty(), "part of it was written");
+        got.extend_from_slice(&output);
+        assert_eq!(got, bytes);
+
+        // Not taken at all (the buffer is full): all of it kept, no write noted.
+        let (tx, _rx) = unix::pair(UnixKind::Stream).unwrap();
+        while lio::write(&tx, &bytes).is_ok() {}
+        let mut output = Vec::new();
+        write_direct(&tx, &mut output, &mut last_write, b"response", 9);
+        assert_eq!(output, b"response");
+        assert_eq!(last_write, 8);
+
+        // A failed write (the peer has gone): kept, for the next write to meet the
+        // error again and report it.
+        let (tx, rx) = unix::pair(UnixKind::Stream).unwrap();
+        drop(rx);
+        let mut output = Vec::new();
+        write_direct(&tx, &mut output, &mut last_write, b"response", 10);
+        assert_eq!(output, b"response");
+        assert_eq!(last_write, 8);
+        assert!(lio::write(&tx, &output).is_err());
+    }
 
     #[test]
     fn a_refused_body_is_answered_with_an_error_status() {

@@ -137,6 +137,34 @@ fn keep_alive_across_many_requests() {
 }
 
 #[test]
+fn repeated_static_responses_on_one_connection_are_whole() {
+    // From the second plaintext request on, a keep-alive client is answered with the
+    // cached response, sent from the cache without a copy into the output: each
+    // response must be whole and exact, and nothing may follow it. An HTTP/1.0
+    // keep-alive request now and then needs other bytes (`Connection: keep-alive`).
+    let server = ServerProcess::start(1);
+    let mut s = server.connect();
+    let mut buf = Vec::new();
+    for i in 0..500 {
+        if i % 50 == 49 {
+            send(
+                &mut s,
+                b"GET /plaintext HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+            );
+            let r = read_response(&mut s, &mut buf).expect("response on the same connection");
+            check_techempower(&r, "text/plain", b"Hello, World!");
+            assert_eq!(r.header("Connection"), Some("keep-alive"), "request {i}");
+        } else {
+            send(&mut s, &get("/plaintext"));
+            let r = read_response(&mut s, &mut buf).expect("response on the same connection");
+            check_techempower(&r, "text/plain", b"Hello, World!");
+            assert_eq!(r.header("Connection"), None, "request {i}");
+        }
+        assert!(buf.is_empty(), "bytes after response {i}: {buf:?}");
+    }
+}
+
+#[test]
 fn http10_closes_without_keep_alive_and_stays_open_with_it() {
     let server = ServerProcess::start(1);
     // Without keep-alive: one response, then the server closes.
