@@ -56,6 +56,7 @@ impl Wheel {
     }
 
     /// The tick an entry for `deadline` would be filed for (the wheel's horizon at most).
+    #[inline]
     pub(crate) fn tick_for(&self, deadline: Millis) -> u64 {
         (deadline / TICK_MS).clamp(self.current, self.current + SLOTS - 1)
     }

@@ -409,6 +409,54 @@ fn read_deadline(c: &Conn, t: &[Millis; 4]) -> Millis {
     }
 }
 
+/// [`Worker::flush`] then [`Worker::arm`] for plain connection `c` (slot `i` of
+/// `generation`) whose responses are all in memory and which is not closing, at `now`.
+/// `Err` when a write or the epoll change fails: the connection is lost.
+#[inline(always)]
+fn flush_and_arm_plain(
+    c: &mut Conn,
+    i: usize,
+    generation: u32,
+    now: Millis,
+    timeouts: &[Millis; 4],
+    epoll: &Epoll,
+    wheel: &mut Wheel,
+) -> io::Result<()> {
+    write_output(c, now)?;
+    let pending = c.output.len() - c.written;
+    if pending == 0 {
+        c.output.clear();
+        c.written = 0;
+        c.idle_since = now;
+        if c.output.capacity() > MAX_IDLE_OUTPUT {
+            c.output = Vec::new();
+        }
+    }
+    // What `interest_for` and `deadline_for` give without a source, TLS or linger.
+    let interest = if pending == 0 {
+        Interest::READABLE
+    } else if pending <= OUTPUT_HIGH_WATER {
+        Interest::READABLE | Interest::WRITABLE
+    } else {
+        Interest::WRITABLE
+    };
+    if interest != c.interest {
+        c.interest = interest;
+        epoll.modify(&c.fd, i as u64, interest)?;
+    }
+    c.deadline = if pending > 0 {
+        c.last_write + timeouts[WRITE]
+    } else {
+        read_deadline(c, timeouts)
+    };
+    debug_assert_eq!(c.deadline, deadline_for(c, timeouts));
+    debug_assert_eq!(interest, interest_for(c, pending));
+    if c.filed_tick == NOT_FILED || wheel.tick_for(c.deadline) < c.filed_tick {
+        c.filed_tick = wheel.insert(i, generation, c.deadline);
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to the socket `fd` of a plain connection with no output
 /// waiting, noting progress at `now` in `last_write`; what the socket does not
 /// take (all of it on an error, which the next [`write_output`] meets again and
@@ -879,7 +927,7 @@ impl<'t, H: Handler> Worker<'t, H> {
     }
 
     fn on_readable(&mut self, i: usize) {
-        let Some(c) = self.conns[i].as_mut() else {
+        let Some(mut c) = self.conns[i].as_mut() else {
             return;
         };
         if c.linger_deadline.is_some() {
@@ -904,7 +952,6 @@ impl<'t, H: Handler> Worker<'t, H> {
         let mut eof = false;
         let mut budget = READ_BUDGET;
         loop {
-            let c = self.conns[i].as_mut().expect("connection checked above");
             if c.input.len() == c.input.capacity() {
                 let max_input = self.config.max_input_size();
                 if c.start > 0 {
@@ -951,17 +998,17 @@ impl<'t, H: Handler> Worker<'t, H> {
                 }
             };
             let tls = c.tls.is_some();
-            match self.process(i) {
+            let next = self.process(i);
+            c = self.conns[i]
+                .as_mut()
+                .expect("process keeps the connection");
+            match next {
                 // Plain: a read that filled the buffer may have left more. TLS: read until
                 // the socket is empty, since decrypted data can outgrow the spare room.
-                Next::Read if !eof && (n == spare || tls) && n < budget => {
-                    budget -= n;
-                    continue;
-                }
+                Next::Read if !eof && (n == spare || tls) && n < budget => budget -= n,
                 _ => break,
             }
         }
-        let c = self.conns[i].as_mut().expect("connection checked above");
         if c.input_lent {
             // Give the shared buffer back (the spare slot holds the connection's empty
             // one meanwhile); a request not yet complete moves to a buffer of the
@@ -982,7 +1029,6 @@ impl<'t, H: Handler> Worker<'t, H> {
             }
             c.start = 0;
         }
-        let c = self.conns[i].as_mut().expect("connection checked above");
         if eof {
             // The client sent everything it will send; answer what is complete, then close
             // (`settle` closes once nothing complete is left).
@@ -996,16 +1042,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                 return self.drop_conn(i);
             }
         }
-        self.flush_and_arm(i);
-    }
-
-    /// [`Worker::flush`] then [`Worker::arm`], with the usual case done here in one
-    /// pass: a plain connection whose responses are all in memory, not closing.
-    #[inline(always)]
-    fn flush_and_arm(&mut self, i: usize) {
-        let Some(c) = self.conns[i].as_mut() else {
-            return;
-        };
+        // `flush` then `arm`, with the usual case done here in one pass: a plain
+        // connection whose responses are all in memory, not closing.
         if c.tls.is_some()
             || c.source.is_some()
             || c.closing
@@ -1017,42 +1055,19 @@ impl<'t, H: Handler> Worker<'t, H> {
             self.flush(i);
             return self.arm(i);
         }
-        if write_output(c, self.now).is_err() {
-            return self.drop_conn(i);
-        }
-        let pending = c.output.len() - c.written;
-        if pending == 0 {
-            c.output.clear();
-            c.written = 0;
-            c.idle_since = self.now;
-            if c.output.capacity() > MAX_IDLE_OUTPUT {
-                c.output = Vec::new();
-            }
-        }
-        // What `interest_for` and `deadline_for` give without a source, TLS or linger.
-        let interest = if pending == 0 {
-            Interest::READABLE
-        } else if pending <= OUTPUT_HIGH_WATER {
-            Interest::READABLE | Interest::WRITABLE
-        } else {
-            Interest::WRITABLE
-        };
-        if interest != c.interest {
-            c.interest = interest;
-            if self.epoll.modify(&c.fd, i as u64, interest).is_err() {
-                return self.drop_conn(i);
-            }
-        }
-        let t = &self.timeouts;
-        c.deadline = if pending > 0 {
-            c.last_write + t[WRITE]
-        } else {
-            read_deadline(c, t)
-        };
-        debug_assert_eq!(c.deadline, deadline_for(c, t));
-        debug_assert_eq!(interest, interest_for(c, pending));
-        if c.filed_tick == NOT_FILED || self.wheel.tick_for(c.deadline) < c.filed_tick {
-            c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
+        let generation = self.generations[i];
+        if flush_and_arm_plain(
+            c,
+            i,
+            generation,
+            self.now,
+            &self.timeouts,
+            &self.epoll,
+            &mut self.wheel,
+        )
+        .is_err()
+        {
+            self.drop_conn(i);
         }
     }
 
