@@ -390,6 +390,24 @@ impl RequestParser {
         self.parse_general(buf)
     }
 
+    /// [`reset`](Self::reset) then [`parse`](Self::parse): parses `buf` as a new
+    /// request head from its first byte, forgetting the request (or error) before,
+    /// for a caller that parses each head from the start of its buffer every time.
+    /// When `buf` holds the whole head this skips the work of `reset`.
+    ///
+    /// Returns what `parse` returns.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`parse`](Self::parse).
+    pub fn parse_new(&mut self, buf: &[u8]) -> Result<Status, Error> {
+        if let Some(head_len) = self.parse_whole_head(buf) {
+            return Ok(Status::Complete(head_len));
+        }
+        self.reset();
+        self.parse_general(buf)
+    }
+
     /// The general path of [`parse`](Self::parse): line by line, resumable,
     /// with every error. Kept out of line so the fast path stays small.
     #[inline(never)]
@@ -1532,6 +1550,55 @@ mod tests {
         assert_eq!(parser.parse(&trailing), Ok(Status::Complete(input.len())));
         assert_eq!(snapshot(&parser, &trailing, input.len()), whole);
         whole
+    }
+
+    #[test]
+    fn parse_new_is_reset_then_parse() {
+        // Every internal fact (compared through `Debug`) and every result of
+        // `parse_new` must be those of `reset` then `parse`, whatever the parser
+        // held before, and a later `parse` with more bytes must resume the same.
+        let heads: [&[u8]; 12] = [
+            b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\n\r\n",
+            b"POST /a?b=c HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
+            b"PUT /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+            b"\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"GET http://h/x HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n",
+            b"GET / HTTP/1.1\nHost: h\nX-Tab: a\tb \n\n",
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",
+            b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n",
+        ];
+        let before: [&[u8]; 4] = [
+            b"",
+            b"POST /x HTTP/1.1\r\nHost: y\r\nContent-Length: 9\r\n\r\n",
+            b"GET /partial HTTP/1.1\r\nHo",
+            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        ];
+        for head in heads {
+            for cut in [0, 1, 5, head.len() / 2, head.len() - 1, head.len()] {
+                let buf = &head[..cut];
+                for earlier in before {
+                    let mut reference = RequestParser::default();
+                    let mut parser = RequestParser::default();
+                    let _ = reference.parse(earlier);
+                    let _ = parser.parse(earlier);
+                    reference.reset();
+                    let expected = reference.parse(buf);
+                    assert_eq!(parser.parse_new(buf), expected, "{buf:?} after {earlier:?}");
+                    assert_eq!(format!("{parser:?}"), format!("{reference:?}"), "{buf:?}");
+                    if let Ok(Status::Complete(n)) = expected {
+                        assert_eq!(snapshot(&parser, buf, n), snapshot(&reference, buf, n));
+                    }
+                    if expected == Ok(Status::Partial) {
+                        assert_eq!(parser.parse(head), reference.parse(head), "{head:?}");
+                        assert_eq!(format!("{parser:?}"), format!("{reference:?}"));
+                    }
+                }
+            }
+        }
     }
 
     /// Asserts that `input` is rejected with `error`, both all at once and

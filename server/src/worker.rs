@@ -1476,8 +1476,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 c.head_scanned = buf.len();
                 return Next::Read;
             }
-            parser.reset();
-            let head_len = match parser.parse(buf) {
+            let head_len = match parser.parse_new(buf) {
                 Ok(Status::Complete(n)) => n,
                 Ok(Status::Partial) => {
                     c.head_scanned = buf.len();

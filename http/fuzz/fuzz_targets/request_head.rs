@@ -1,5 +1,7 @@
 //! The request parser on arbitrary bytes: no panic; a complete head lies within the
-//! input; the same bytes fed in two pieces give the same result as fed whole.
+//! input; the same bytes fed in two pieces give the same result as fed whole; and
+//! `parse_new` on a parser that parsed the first piece gives what a fresh `parse` does,
+//! in the same internal state.
 #![no_main]
 
 use keel_http::{Limits, RequestParser, Status};
@@ -31,4 +33,9 @@ fuzz_target!(|data: &[u8]| {
     };
     // Fed in two pieces, the parser ends where it ends when fed whole.
     assert_eq!(a, b, "whole vs split at {cut}");
+    // A parser holding anything at all parses a new head as a fresh one does.
+    let mut again = RequestParser::new(limits);
+    let _ = again.parse(&data[..cut]);
+    assert_eq!(again.parse_new(data), a, "parse_new after {cut} bytes");
+    assert_eq!(format!("{again:?}"), format!("{whole:?}"));
 });
