@@ -1424,6 +1424,8 @@ impl<'t, H: Handler> Worker<'t, H> {
 
     /// Parses and answers every complete request buffered on connection `i`.
     fn process(&mut self, i: usize) -> Next {
+        let now = self.now;
+        let shutting_down = self.shutdown_deadline.is_some();
         let Worker {
             conns,
             parser,
@@ -1432,8 +1434,6 @@ impl<'t, H: Handler> Worker<'t, H> {
             response_cache,
             date,
             config,
-            shutdown_deadline,
-            now,
             log,
             log_dropped,
             ..
@@ -1600,7 +1600,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 (None, Some(body)) => &body.content,
                 (None, None) => &[],
             };
-            let keep_alive = req.keep_alive() && shutdown_deadline.is_none();
+            let keep_alive = req.keep_alive() && !shutting_down;
             let head_only = req.method() == b"HEAD";
             let http10 = req.version() == keel_http::Version::Http10;
             response.reset();
@@ -1625,7 +1625,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     && !close
                     && c.tls.is_none()
                 {
-                    write_direct(&c.fd, &mut c.output, &mut c.last_write, bytes, *now);
+                    write_direct(&c.fd, &mut c.output, &mut c.last_write, bytes, now);
                 } else {
                     c.output.extend_from_slice(bytes);
                 }
@@ -1659,7 +1659,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.sink_asked = false;
             c.chunked = None;
             // The next pipelined request, if any bytes of it are here, began now.
-            c.head_since = (c.start < c.input.len()).then_some(*now);
+            c.head_since = (c.start < c.input.len()).then_some(now);
             if close {
                 c.closing = true;
                 return Next::Read;
