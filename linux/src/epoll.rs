@@ -55,6 +55,13 @@ impl Event {
     pub fn token(&self) -> u64 {
         self.token
     }
+    /// Data can be read and nothing else is reported: the flags are exactly `EPOLLIN`
+    /// (no hang-up, error or writability). The usual event of a busy connection, which
+    /// an event loop can dispatch with one compare.
+    #[inline]
+    pub fn is_only_readable(&self) -> bool {
+        self.flags == epoll::EventFlags::IN
+    }
     /// Data can be read, or the peer closed (`EPOLLIN`, `EPOLLRDHUP`, `EPOLLHUP`, `EPOLLERR`):
     /// a read will not block and will report what happened.
     #[inline]
@@ -196,5 +203,55 @@ impl Epoll {
 impl AsFd for Epoll {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Epoll, Events, Interest};
+    use crate::io as lio;
+    use crate::unix::{self, UnixKind};
+    use std::time::Duration;
+
+    /// The one event `epoll` reports now, if any.
+    fn one_event(epoll: &Epoll, events: &mut Events) -> Option<super::Event> {
+        epoll.wait(events, Some(Duration::ZERO)).unwrap();
+        let all: Vec<_> = events.iter().collect();
+        assert!(all.len() <= 1, "{all:?}");
+        all.first().copied()
+    }
+
+    #[test]
+    fn only_readable_means_data_and_nothing_else() {
+        let (a, b) = unix::pair(UnixKind::Stream).unwrap();
+        let epoll = Epoll::new().unwrap();
+        let mut events = Events::with_capacity(4);
+        epoll.add(&a, 3, Interest::READABLE).unwrap();
+        assert!(one_event(&epoll, &mut events).is_none());
+
+        // Bytes to read: EPOLLIN alone.
+        lio::write(&b, b"x").unwrap();
+        let ev = one_event(&epoll, &mut events).expect("readable");
+        assert_eq!(ev.token(), 3);
+        assert!(ev.is_only_readable() && ev.is_readable());
+        assert!(!ev.is_hangup() && !ev.is_error() && !ev.is_writable());
+
+        // Asked for writability too: no longer only readable.
+        epoll
+            .modify(&a, 3, Interest::READABLE | Interest::WRITABLE)
+            .unwrap();
+        let ev = one_event(&epoll, &mut events).expect("readable and writable");
+        assert!(ev.is_writable() && ev.is_readable() && !ev.is_only_readable());
+
+        // The peer's half-close (EPOLLRDHUP) with the byte still unread.
+        epoll.modify(&a, 3, Interest::READABLE).unwrap();
+        crate::socket::shutdown(&b, crate::socket::Shutdown::Write).unwrap();
+        let ev = one_event(&epoll, &mut events).expect("hang-up");
+        assert!(ev.is_hangup() && ev.is_readable() && !ev.is_only_readable());
+
+        // The peer gone altogether (EPOLLHUP).
+        drop(b);
+        let ev = one_event(&epoll, &mut events).expect("gone");
+        assert!(ev.is_error() && !ev.is_only_readable());
     }
 }

@@ -587,7 +587,13 @@ impl<'t, H: Handler> Worker<'t, H> {
                 self.date_due = self.now + 1000 - Millis::from(into_second);
             }
             for ev in events.iter() {
-                match ev.token() {
+                let t = ev.token();
+                if t < WAKE && ev.is_only_readable() {
+                    // The usual event: a connection with bytes to read and nothing else.
+                    self.on_readable(t as usize);
+                    continue;
+                }
+                match t {
                     LISTENER => self.accept_all(),
                     SIGNALS => self.on_signal()?,
                     WAKE => self.on_wake(),
