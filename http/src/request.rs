@@ -1553,48 +1553,83 @@ mod tests {
     }
 
     #[test]
-    fn parse_new_is_reset_then_parse() {
-        // Every internal fact (compared through `Debug`) and every result of
-        // `parse_new` must be those of `reset` then `parse`, whatever the parser
-        // held before, and a later `parse` with more bytes must resume the same.
-        let heads: [&[u8]; 12] = [
-            b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\n\r\n",
+    fn parse_new_matches_reset_then_parse_from_every_state_and_limit() {
+        // Every prior state reachable by feeding any prefix of these heads (Partial in
+        // the request-line, in leading empty lines, in fields; Complete; Failed by a
+        // syntax error, by too many empty lines, by each limit), then every cut of
+        // every head, then resumption one byte at a time to the end.
+        let heads: [&[u8]; 14] = [
+            b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\n\r\nGET /n",
+            b"\r\n\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
             b"POST /a?b=c HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
-            b"PUT /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
-            b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-            b"\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n",
-            b"GET http://h/x HTTP/1.1\r\nHost: h\r\n\r\n",
-            b"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n",
+            b"PUT /u HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n",
+            b"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
             b"GET / HTTP/1.1\nHost: h\nX-Tab: a\tb \n\n",
             b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: h\r\nX: a\rb\r\n\r\n",
             b"GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",
-            b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"OPTIONS * HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n",
+            b"GET http://h/x?q HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
+            b"GET /\x7f HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 6\r\n\r\n",
         ];
-        let before: [&[u8]; 4] = [
-            b"",
-            b"POST /x HTTP/1.1\r\nHost: y\r\nContent-Length: 9\r\n\r\n",
-            b"GET /partial HTTP/1.1\r\nHo",
-            b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        let limits = [
+            Limits::default(),
+            Limits {
+                max_request_line_size: 16,
+                max_field_section_size: 20,
+                max_fields: 2,
+            },
+            Limits {
+                max_request_line_size: 26,
+                max_field_section_size: 40,
+                max_fields: 3,
+            },
+            Limits {
+                max_request_line_size: 1,
+                max_field_section_size: 1,
+                max_fields: 0,
+            },
         ];
-        for head in heads {
-            for cut in [0, 1, 5, head.len() / 2, head.len() - 1, head.len()] {
-                let buf = &head[..cut];
-                for earlier in before {
-                    let mut reference = RequestParser::default();
-                    let mut parser = RequestParser::default();
-                    let _ = reference.parse(earlier);
-                    let _ = parser.parse(earlier);
-                    reference.reset();
-                    let expected = reference.parse(buf);
-                    assert_eq!(parser.parse_new(buf), expected, "{buf:?} after {earlier:?}");
-                    assert_eq!(format!("{parser:?}"), format!("{reference:?}"), "{buf:?}");
-                    if let Ok(Status::Complete(n)) = expected {
-                        assert_eq!(snapshot(&parser, buf, n), snapshot(&reference, buf, n));
-                    }
-                    if expected == Ok(Status::Partial) {
-                        assert_eq!(parser.parse(head), reference.parse(head), "{head:?}");
+        for limits in limits {
+            let mut earlier_states = vec![RequestParser::new(limits)];
+            for head in heads {
+                // Every state near either end of a head, a sample in between.
+                let cuts = (0..=head.len()).filter(|&c| c < 8 || c % 5 == 0 || c + 4 > head.len());
+                for cut in cuts {
+                    let mut p = RequestParser::new(limits);
+                    let _ = p.parse(&head[..cut]);
+                    earlier_states.push(p);
+                }
+            }
+            // Keep one parser per distinct state (by Debug).
+            let mut seen = std::collections::HashSet::new();
+            earlier_states.retain(|p| seen.insert(format!("{p:?}")));
+            for head in heads {
+                for cut in 0..=head.len() {
+                    let buf = &head[..cut];
+                    for earlier in &earlier_states {
+                        let mut reference = earlier.clone();
+                        let mut parser = earlier.clone();
+                        reference.reset();
+                        let expected = reference.parse(buf);
+                        assert_eq!(parser.parse_new(buf), expected, "{buf:?} after {earlier:?}");
                         assert_eq!(format!("{parser:?}"), format!("{reference:?}"));
+                        if let Ok(Status::Complete(n)) = expected {
+                            assert_eq!(snapshot(&parser, buf, n), snapshot(&reference, buf, n));
+                        }
+                        if expected != Ok(Status::Partial) {
+                            continue;
+                        }
+                        for end in cut + 1..=head.len() {
+                            let r = reference.parse(&head[..end]);
+                            assert_eq!(parser.parse(&head[..end]), r, "{head:?} {cut}..{end}");
+                            assert_eq!(format!("{parser:?}"), format!("{reference:?}"));
+                            if r != Ok(Status::Partial) {
+                                break;
+                            }
+                        }
                     }
                 }
             }
