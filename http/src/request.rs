@@ -391,9 +391,12 @@ impl RequestParser {
     }
 
     /// [`reset`](Self::reset) then [`parse`](Self::parse): parses `buf` as a new
-    /// request head from its first byte, forgetting the request (or error) before,
-    /// for a caller that parses each head from the start of its buffer every time.
-    /// When `buf` holds the whole head this skips the work of `reset`.
+    /// request head from its first byte ([RFC 9112 §2–§6], as `parse` does),
+    /// forgetting the request (or error) before, for a caller that parses each head
+    /// from the start of its buffer every time. When `buf` holds the whole head this
+    /// skips the work of `reset`.
+    ///
+    /// [RFC 9112 §2–§6]: https://www.rfc-editor.org/rfc/rfc9112#section-2
     ///
     /// Returns what `parse` returns.
     ///
