@@ -3,7 +3,7 @@
 
 mod util;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::time::Duration;
@@ -35,44 +35,17 @@ fn request(i: usize) -> (Vec<u8>, &'static str) {
 /// Reads one response to a request of `kind` (HEAD: no body whatever Content-Length
 /// says) and checks it.
 fn expect(s: &mut TcpStream, buf: &mut Vec<u8>, kind: &str, i: usize) {
-    while find(buf, b"\r\n\r\n").is_none() {
-        let mut c = [0u8; 65536];
-        let n = s.read(&mut c).expect("read");
-        assert!(n > 0, "closed before response {i}");
-        buf.extend_from_slice(&c[..n]);
-    }
-    let end = find(buf, b"\r\n\r\n").unwrap() + 4;
-    let head = String::from_utf8(buf[..end].to_vec()).unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .map_or(0, |v| v.trim().parse().unwrap());
-    let body_len = if kind == "head" { 0 } else { len };
-    while buf.len() < end + body_len {
-        let mut c = [0u8; 65536];
-        let n = s.read(&mut c).expect("read");
-        assert!(n > 0, "closed inside response {i}");
-        buf.extend_from_slice(&c[..n]);
-    }
-    let body = buf[end..end + body_len].to_vec();
-    buf.drain(..end + body_len);
+    let r = read_response_to(s, buf, kind == "head")
+        .unwrap_or_else(|| panic!("closed before response {i}"));
+    let ok_200 = r.version == "HTTP/1.1" && r.status == 200;
     let ok = match kind {
-        "plain" => {
-            head.starts_with("HTTP/1.1 200 OK\r\n")
-                && body == b"Hello, World!"
-                && !head.contains("Connection:")
-        }
-        "json" => head.starts_with("HTTP/1.1 200 OK\r\n") && body == JSON,
-        "head" => {
-            head.starts_with("HTTP/1.1 200 OK\r\n") && head.contains("Content-Length: 13\r\n")
-        }
-        "plain10" => body == b"Hello, World!" && head.contains("Connection: keep-alive\r\n"),
-        _ => head.starts_with("HTTP/1.1 404 "),
+        "plain" => ok_200 && r.body == b"Hello, World!" && r.header("Connection").is_none(),
+        "json" => ok_200 && r.body == JSON,
+        "head" => ok_200 && r.body.is_empty() && r.header("Content-Length") == Some("13"),
+        "plain10" => r.body == b"Hello, World!" && r.header("Connection") == Some("keep-alive"),
+        _ => r.status == 404,
     };
-    assert!(
-        ok,
-        "response {i} ({kind}) wrong or out of order: {head:?} {body:?}"
-    );
+    assert!(ok, "response {i} ({kind}) wrong or out of order: {r:?}");
 }
 
 #[test]

@@ -149,6 +149,12 @@ impl Resp {
 /// keeping any bytes that follow it in `buf`. Returns None on a clean end of stream
 /// before any byte of a response.
 pub fn read_response(r: &mut impl Read, buf: &mut Vec<u8>) -> Option<Resp> {
+    read_response_to(r, buf, false)
+}
+
+/// [`read_response`] for a response to a HEAD request when `head_only`: no body follows
+/// the head, whatever its Content-Length says.
+pub fn read_response_to(r: &mut impl Read, buf: &mut Vec<u8>, head_only: bool) -> Option<Resp> {
     let head_end = loop {
         if let Some(p) = find(buf, b"\r\n\r\n") {
             break p + 4;
@@ -180,6 +186,7 @@ pub fn read_response(r: &mut impl Read, buf: &mut Vec<u8>) -> Option<Resp> {
     let len: usize = headers
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .filter(|_| !head_only)
         .map_or(0, |(_, v)| v.parse().expect("content-length"));
     while buf.len() < head_end + len {
         let mut chunk = [0u8; 8192];
