@@ -58,7 +58,10 @@ impl Wheel {
     /// The tick an entry for `deadline` would be filed for (the wheel's horizon at most).
     #[inline]
     pub(crate) fn tick_for(&self, deadline: Millis) -> u64 {
-        (deadline / TICK_MS).clamp(self.current, self.current + SLOTS - 1)
+        // `max` then `min` rather than `clamp`, which is not inlined.
+        (deadline / TICK_MS)
+            .max(self.current)
+            .min(self.current + SLOTS - 1)
     }
 
     /// Files an entry for connection `index` of `generation` to come due at `deadline`
@@ -151,6 +154,33 @@ mod tests {
         w.take_due(5100, &mut out);
         assert_eq!(out, vec![e(2, t2)]);
         assert_eq!(w.next_due(100_000), None);
+    }
+
+    /// The worker skips re-filing a deadline that moved later, which is right only
+    /// if `tick_for` never falls as the deadline or the current tick grows.
+    #[test]
+    fn tick_for_never_falls_as_the_deadline_or_the_current_tick_grows() {
+        let times = [
+            0, 1, 99, 100, 101, 5_000, 60_000, 102_299, 102_400, 102_500, 3_600_000,
+        ];
+        let mut out = Vec::new();
+        for now0 in times {
+            for now1 in times.into_iter().filter(|&t| t >= now0) {
+                for d0 in times {
+                    for d1 in times.into_iter().filter(|&d| d >= d0) {
+                        let mut w = Wheel::new();
+                        w.take_due(now0, &mut out);
+                        let before = w.tick_for(d0);
+                        w.take_due(now1, &mut out);
+                        let after = w.tick_for(d1);
+                        assert!(
+                            before <= after,
+                            "{d0}@{now0} {before} > {d1}@{now1} {after}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -101,6 +101,8 @@ struct Conn {
     /// The tick of its live entry in the timer wheel (at or before `deadline`), or
     /// `NOT_FILED`.
     filed_tick: u64,
+    /// The deadline that live entry was filed for (any value when `NOT_FILED`).
+    filed_deadline: Millis,
     /// The body being sent after everything in `output`: a file range or a stream.
     source: Option<Active>,
     /// A file or stream body just ended: the requests waiting behind it may go on.
@@ -258,12 +260,36 @@ impl Conn {
             idle_since: now,
             deadline: now,
             filed_tick: NOT_FILED,
+            filed_deadline: now,
             peer: None,
             source: None,
             resumable: false,
             abort: false,
             tls: None,
         }
+    }
+
+    /// Files `deadline` in `wheel` for this connection (slot `i` of `generation`),
+    /// unless its live entry comes due at or before it: that entry looks again when
+    /// it is due (lazy). A live entry filed for a deadline at or before this one is
+    /// at or before this one's tick, since [`Wheel::tick_for`] never falls as the
+    /// deadline or the wheel's current tick grows; so the usual case, a deadline
+    /// moved later, costs one compare and no division.
+    #[inline(always)]
+    fn file_deadline(&mut self, wheel: &mut Wheel, i: usize, generation: u32) {
+        if self.filed_tick == NOT_FILED
+            || (self.deadline < self.filed_deadline
+                && wheel.tick_for(self.deadline) < self.filed_tick)
+        {
+            self.refile_deadline(wheel, i, generation);
+        }
+    }
+
+    /// Files `deadline` in `wheel` for this connection (slot `i` of `generation`)
+    /// whatever it had filed before.
+    fn refile_deadline(&mut self, wheel: &mut Wheel, i: usize, generation: u32) {
+        self.filed_tick = wheel.insert(i, generation, self.deadline);
+        self.filed_deadline = self.deadline;
     }
 
     /// Response bytes not yet handed to the kernel: plaintext not yet written (or
@@ -451,9 +477,7 @@ fn flush_and_arm_plain(
     };
     debug_assert_eq!(c.deadline, deadline_for(c, timeouts));
     debug_assert_eq!(interest, interest_for(c, pending));
-    if c.filed_tick == NOT_FILED || wheel.tick_for(c.deadline) < c.filed_tick {
-        c.filed_tick = wheel.insert(i, generation, c.deadline);
-    }
+    c.file_deadline(wheel, i, generation);
     Ok(())
 }
 
@@ -711,7 +735,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             }
             if c.deadline > now {
                 // The deadline moved later since the entry was filed.
-                c.filed_tick = self.wheel.insert(e.index, e.generation, c.deadline);
+                c.refile_deadline(&mut self.wheel, e.index, e.generation);
             } else {
                 c.filed_tick = NOT_FILED;
                 self.time_out(e.index);
@@ -730,9 +754,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         };
         c.deadline = deadline_for(c, &self.timeouts);
         // Lazy: a live entry at or before the deadline will look again when it is due.
-        if c.filed_tick == NOT_FILED || self.wheel.tick_for(c.deadline) < c.filed_tick {
-            c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
-        }
+        c.file_deadline(&mut self.wheel, i, self.generations[i]);
     }
 
     /// Connection `i`'s deadline passed: a request begun gets 408 (RFC 9110 §15.5.9) and
@@ -900,7 +922,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     }
                     c.head_since = Some(self.now);
                     c.deadline = self.now + self.timeouts[HEADER_READ];
-                    c.filed_tick = self.wheel.insert(i, self.generations[i], c.deadline);
+                    c.refile_deadline(&mut self.wheel, i, self.generations[i]);
                     self.conns[i] = Some(c);
                     self.live += 1;
                 }
@@ -1456,15 +1478,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             }
             let buf = &c.input[c.start..];
             if buf.is_empty() {
-                c.input.clear();
-                c.start = 0;
-                c.head_scanned = 0;
-                // An idle connection keeps no input buffer of its own (a lent one goes
-                // back at the end of the readiness event).
-                if !c.input_lent && c.input.capacity() > 0 {
-                    c.input = Vec::new();
-                }
-                return Next::Read;
+                return all_input_answered(c);
             }
             if buf.len() < c.await_len {
                 return Next::Read;
@@ -1664,14 +1678,41 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.sent_continue = false;
             c.sink_asked = false;
             c.chunked = None;
-            // The next pipelined request, if any bytes of it are here, began now.
-            c.head_since = (c.start < c.input.len()).then_some(now);
-            if close {
-                c.closing = true;
-                return Next::Read;
+            if c.start < c.input.len() {
+                // The next pipelined request, as some bytes of it are here, began now.
+                c.head_since = Some(now);
+                if close {
+                    c.closing = true;
+                    return Next::Read;
+                }
+            } else {
+                c.head_since = None;
+                if close {
+                    c.closing = true;
+                    return Next::Read;
+                }
+                // No input left (the usual end for a keep-alive client): the checks at
+                // the top of the loop, in its order, without going round.
+                if c.unsent() <= OUTPUT_HIGH_WATER && c.source.is_none() {
+                    return all_input_answered(c);
+                }
             }
         }
     }
+}
+
+/// Connection `c` answered every request in its input: empties the input and waits
+/// for more. An idle connection keeps no input buffer of its own (a lent one goes back
+/// at the end of the readiness event).
+#[inline(always)]
+fn all_input_answered(c: &mut Conn) -> Next {
+    c.input.clear();
+    c.start = 0;
+    c.head_scanned = 0;
+    if !c.input_lent && c.input.capacity() > 0 {
+        c.input = Vec::new();
+    }
+    Next::Read
 }
 
 /// Appends one access log line in the Common Log Format:
@@ -1836,7 +1877,8 @@ fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
 
 #[cfg(test)]
 mod tests {
-    use super::{may_end_head, refusal_status, write_direct};
+    use super::{may_end_head, refusal_status, write_direct, Conn};
+    use crate::timer::{Wheel, NOT_FILED};
     use keel_http::StatusCode;
     use keel_linux::io as lio;
     use keel_linux::unix::{self, UnixKind};
@@ -1894,6 +1936,40 @@ mod tests {
         assert_eq!(output, b"response");
         assert_eq!(last_write, 8);
         assert!(lio::write(&tx, &output).is_err());
+    }
+
+    /// A deadline moved later keeps the entry filed before (it looks again when due);
+    /// one moved earlier, into an earlier tick, is filed again.
+    #[test]
+    fn a_deadline_is_filed_again_only_when_it_comes_earlier() {
+        let (fd, _peer) = unix::pair(UnixKind::Stream).unwrap();
+        let mut wheel = Wheel::new();
+        let mut c = Conn::new(fd, 0);
+        let filed = |c: &mut Conn, wheel: &mut Wheel, deadline| {
+            c.deadline = deadline;
+            c.file_deadline(wheel, 3, 1);
+            (c.filed_tick, wheel.len())
+        };
+        assert_eq!(c.filed_tick, NOT_FILED);
+        assert_eq!(filed(&mut c, &mut wheel, 60_000), (600, 1));
+        // Later: nothing new.
+        assert_eq!(filed(&mut c, &mut wheel, 60_050), (600, 1));
+        assert_eq!(filed(&mut c, &mut wheel, 90_000), (600, 1));
+        // Earlier than the deadline filed, in the same tick: nothing new either.
+        assert_eq!(filed(&mut c, &mut wheel, 60_010), (600, 1));
+        // Earlier, in an earlier tick: filed again.
+        assert_eq!(filed(&mut c, &mut wheel, 20_000), (200, 2));
+        // Later than that one again: nothing new.
+        assert_eq!(filed(&mut c, &mut wheel, 25_000), (200, 2));
+        // An entry that came due and found the deadline later is filed again whatever
+        // was filed before, and the next check compares with the new one.
+        c.deadline = 70_000;
+        c.refile_deadline(&mut wheel, 3, 1);
+        assert_eq!(
+            (c.filed_tick, c.filed_deadline, wheel.len()),
+            (700, 70_000, 3)
+        );
+        assert_eq!(filed(&mut c, &mut wheel, 69_000), (690, 4));
     }
 
     #[test]
