@@ -165,11 +165,25 @@ impl Span {
     }
 }
 
-/// Where a field line's name and (OWS-trimmed) value are.
+/// Where a field line's name and value are. The value may still have the OWS
+/// around it (the request parser leaves it there, so a field line nobody reads
+/// costs no trimming); [`Fields`] trims it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FieldSpan {
     pub(crate) name: Span,
     pub(crate) value: Span,
+}
+
+impl FieldSpan {
+    /// The field line in `head`, its value OWS-trimmed
+    /// ([RFC 9112 §5](https://www.rfc-editor.org/rfc/rfc9112#section-5)).
+    #[inline]
+    fn line(self, head: &[u8]) -> FieldLine<'_> {
+        FieldLine {
+            name: self.name.of(head),
+            value: trim_ows(self.value.of(head)),
+        }
+    }
 }
 
 /// Facts gathered from the field lines that carry framing or connection
@@ -579,36 +593,42 @@ impl RequestParser {
         if self.fields.len() >= self.limits.max_fields {
             return None;
         }
-        // The name scan stops at the colon or earlier, so `colon < cr`.
-        // Usually exactly one SP before the value, and no OWS after it. The
-        // only control byte before `cr` can be HTAB, so a byte above SP is
-        // not OWS.
-        let (value_start, value_end) = match buf.get(colon + 1..cr)? {
-            [b' ', first, .., last] if *first > b' ' && *last > b' ' => (colon + 2, cr),
-            [b' ', only] if *only > b' ' => (colon + 2, cr),
-            value => trim_ows_at(colon + 1, value),
-        };
         // Only names of 4 (Host), 6, 10, 14 and 17 bytes that start with
-        // `c`, `e`, `h` or `t` (any case) mean anything here.
+        // `c`, `e`, `h` or `t` (any case) mean anything here; only their values
+        // are trimmed now.
         if matches!(first | 0x20, b'c' | b'e' | b'h' | b't')
             && matches!(name_len, 4 | 6 | 10 | 14 | 17)
         {
             // `field_name_len` returns a length below `rest.len()`.
             let name = rest.get(..name_len)?;
-            if is_host(name) {
-                // Both errors of `note_host`.
-                if self.framing.has_host || !is_host_value(buf, value_start, value_end) {
-                    return None;
+            let host = is_host(name);
+            if host || is_noted(name) {
+                // The name scan stops at the colon or earlier, so `colon < cr`.
+                // Usually exactly one SP before the value, and no OWS after it.
+                // The only control byte before `cr` can be HTAB, so a byte above
+                // SP is not OWS.
+                let (value_start, value_end) = match buf.get(colon + 1..cr)? {
+                    [b' ', first, .., last] if *first > b' ' && *last > b' ' => (colon + 2, cr),
+                    [b' ', only] if *only > b' ' => (colon + 2, cr),
+                    value => trim_ows_at(colon + 1, value),
+                };
+                if host {
+                    // Both errors of `note_host`.
+                    if self.framing.has_host || !is_host_value(buf, value_start, value_end) {
+                        return None;
+                    }
+                    self.framing.has_host = true;
+                } else {
+                    self.note_field_out_of_line(name, &buf[value_start..value_end])
+                        .ok()?;
                 }
-                self.framing.has_host = true;
-            } else if is_noted(name) {
-                self.note_field_out_of_line(name, &buf[value_start..value_end])
-                    .ok()?;
             }
         }
+        // The value as it stands between the colon and the line end, OWS and
+        // all: [`Fields`] trims it when it is read.
         self.fields.push(FieldSpan {
             name: Span::new(line, colon),
-            value: Span::new(value_start, value_end),
+            value: Span::new(colon + 1, cr),
         });
         Some(())
     }
@@ -864,13 +884,15 @@ impl RequestParser {
                 Some(_) => return Err(Error::InvalidFieldValue),
             }
         };
+        let line_end = value_end;
         while value_end > value_start && is_ows(window[value_end - 1]) {
             value_end -= 1;
         }
         self.note_field(&window[start..name_end], &window[value_start..value_end])?;
+        // Untrimmed, as the fast path records it.
         self.fields.push(FieldSpan {
             name: Span::new(start, name_end),
-            value: Span::new(value_start, value_end),
+            value: Span::new(name_end + 1, line_end),
         });
         Ok(Some(next))
     }
@@ -1445,10 +1467,7 @@ impl<'a> Iterator for Fields<'a> {
     type Item = FieldLine<'a>;
 
     fn next(&mut self) -> Option<FieldLine<'a>> {
-        self.spans.next().map(|span| FieldLine {
-            name: span.name.of(self.head),
-            value: span.value.of(self.head),
-        })
+        self.spans.next().map(|span| span.line(self.head))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -1460,10 +1479,7 @@ impl ExactSizeIterator for Fields<'_> {}
 
 impl DoubleEndedIterator for Fields<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.spans.next_back().map(|span| FieldLine {
-            name: span.name.of(self.head),
-            value: span.value.of(self.head),
-        })
+        self.spans.next_back().map(|span| span.line(self.head))
     }
 }
 
@@ -1823,11 +1839,24 @@ mod tests {
 
     #[test]
     fn field_values_are_ows_trimmed_and_may_hold_obs_text() {
-        let parsed =
-            accept(b"GET / HTTP/1.1\r\nHost:a\r\nX-A: \t v a l \t \r\nX-B: caf\xc3\xa9\r\n\r\n");
+        let input: &[u8] = b"GET / HTTP/1.1\r\nHost:a\r\nX-A: \t v a l \t \r\nX-B: caf\xc3\xa9\r\n\
+X-C: \t \r\nX-D:\r\nX-E:\tx\r\n\r\n";
+        let parsed = accept(input);
         assert_eq!(parsed.fields[0].1, b"a");
         assert_eq!(parsed.fields[1].1, b"v a l");
         assert_eq!(parsed.fields[2].1, b"caf\xc3\xa9");
+        assert_eq!(parsed.fields[3].1, b"");
+        assert_eq!(parsed.fields[4].1, b"");
+        assert_eq!(parsed.fields[5].1, b"x");
+        // The parser keeps values untrimmed: every way of reading one trims it.
+        let mut parser = RequestParser::default();
+        assert_eq!(parser.parse_new(input), Ok(Status::Complete(input.len())));
+        let request = parser.request(input);
+        assert_eq!(request.field("x-a"), Some(&b"v a l"[..]));
+        assert_eq!(request.field("X-C"), Some(&b""[..]));
+        let last = request.fields().next_back().unwrap();
+        assert_eq!((last.name, last.value), (&b"X-E"[..], &b"x"[..]));
+        assert!(format!("{request:?}").contains("(\"X-A\", \"v a l\")"));
     }
 
     #[test]
