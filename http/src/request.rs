@@ -168,7 +168,7 @@ impl Span {
 /// Where a field line's name and value are. The value may still have the OWS
 /// around it (the request parser leaves it there, so a field line nobody reads
 /// costs no trimming); [`Fields`] trims it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct FieldSpan {
     pub(crate) name: Span,
     pub(crate) value: Span,
@@ -183,6 +183,86 @@ impl FieldSpan {
             name: self.name.of(head),
             value: trim_ows(self.value.of(head)),
         }
+    }
+}
+
+/// The field spans of the head being parsed, `slots[..len]`, in order. The slots
+/// past `len` hold stale spans: they are made ahead (up to the `max_fields` limit,
+/// a few at a time), so that recording a span is one compare and a store, with
+/// no capacity check or length kept in memory as `Vec::push` has.
+#[derive(Clone)]
+pub(crate) struct FieldSpans {
+    slots: Vec<FieldSpan>,
+    len: usize,
+}
+
+impl fmt::Debug for FieldSpans {
+    /// The spans recorded (not the stale ones after them).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl FieldSpans {
+    /// Empty, with `slots` slots made.
+    fn with_slots(slots: usize) -> FieldSpans {
+        FieldSpans {
+            slots: vec![FieldSpan::default(); slots],
+            len: 0,
+        }
+    }
+
+    /// Forgets every span (keeps the slots).
+    #[inline]
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The number of spans recorded.
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no span is recorded.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The spans recorded, in order.
+    #[inline]
+    fn as_slice(&self) -> &[FieldSpan] {
+        &self.slots[..self.len]
+    }
+
+    /// Records `span` after the others; `None` (and nothing recorded) if
+    /// `max` spans are recorded already. `max` must be the same every time (the
+    /// parser's limit) and at least the slots made at first: there are never
+    /// more than `max` slots, so a free slot is below the limit.
+    #[inline(always)]
+    fn push(&mut self, span: FieldSpan, max: usize) -> Option<()> {
+        debug_assert!(self.slots.len() <= max);
+        match self.slots.get_mut(self.len) {
+            Some(slot) => *slot = span,
+            None => self.grow(span, max)?,
+        }
+        self.len += 1;
+        Some(())
+    }
+
+    /// [`FieldSpans::push`] with every slot taken: makes more, up to `max`.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, span: FieldSpan, max: usize) -> Option<()> {
+        if self.len >= max {
+            return None;
+        }
+        let more = self.slots.len().max(8).min(max - self.slots.len());
+        self.slots
+            .resize(self.slots.len() + more, FieldSpan::default());
+        self.slots[self.len] = span;
+        Some(())
     }
 }
 
@@ -282,7 +362,7 @@ pub struct RequestParser {
     path: Span,
     query: Option<Span>,
     version: Version,
-    fields: Vec<FieldSpan>,
+    fields: FieldSpans,
     framing: Framing,
 }
 
@@ -316,7 +396,7 @@ impl RequestParser {
             path: Span::default(),
             query: None,
             version: Version::Http11,
-            fields: Vec::with_capacity(limits.max_fields.min(64)),
+            fields: FieldSpans::with_slots(limits.max_fields.min(64)),
             framing: Framing::default(),
         }
     }
@@ -590,9 +670,6 @@ impl RequestParser {
         let rest = buf.get(line..)?;
         let name_len = field_name_len(rest)?;
         let colon = line + name_len;
-        if self.fields.len() >= self.limits.max_fields {
-            return None;
-        }
         // Only names of 4 (Host), 6, 10, 14 and 17 bytes that start with
         // `c`, `e`, `h` or `t` (any case) mean anything here; only their values
         // are trimmed now.
@@ -625,12 +702,14 @@ impl RequestParser {
             }
         }
         // The value as it stands between the colon and the line end, OWS and
-        // all: [`Fields`] trims it when it is read.
-        self.fields.push(FieldSpan {
-            name: Span::new(line, colon),
-            value: Span::new(colon + 1, cr),
-        });
-        Some(())
+        // all: [`Fields`] trims it when it is read. `None` at the limit.
+        self.fields.push(
+            FieldSpan {
+                name: Span::new(line, colon),
+                value: Span::new(colon + 1, cr),
+            },
+            self.limits.max_fields,
+        )
     }
 
     /// [`Self::note_field`] for the fast path, out of line: few field lines
@@ -889,11 +968,16 @@ impl RequestParser {
             value_end -= 1;
         }
         self.note_field(&window[start..name_end], &window[value_start..value_end])?;
-        // Untrimmed, as the fast path records it.
-        self.fields.push(FieldSpan {
-            name: Span::new(start, name_end),
-            value: Span::new(name_end + 1, line_end),
-        });
+        // Untrimmed, as the fast path records it. Below the limit: checked before
+        // the line was scanned.
+        let pushed = self.fields.push(
+            FieldSpan {
+                name: Span::new(start, name_end),
+                value: Span::new(name_end + 1, line_end),
+            },
+            self.limits.max_fields,
+        );
+        debug_assert!(pushed.is_some());
         Ok(Some(next))
     }
 
@@ -1378,7 +1462,7 @@ impl<'a> Request<'a> {
     #[must_use]
     pub fn fields(&self) -> Fields<'a> {
         Fields {
-            spans: self.parser.fields.iter(),
+            spans: self.parser.fields.as_slice().iter(),
             head: self.head,
         }
     }
@@ -2462,6 +2546,52 @@ X-C: \t \r\nX-D:\r\nX-E:\tx\r\n\r\n";
             parse_with(limits, &four),
             Err(Error::TooManyFields { limit: 3 })
         );
+    }
+
+    /// More field lines than the slots made at first: more are made, up to the
+    /// limit and never past it, and a parser reused for a shorter head shows
+    /// only that head's field lines.
+    #[test]
+    fn field_lines_past_the_first_slots_are_kept_up_to_the_limit() {
+        let head = |n: usize| {
+            let names: Vec<String> = (1..n).map(|k| format!("F{k}: v{k} ")).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            with_fields(&names)
+        };
+        for (max_fields, ok) in [(100, 100), (200, 200), (65, 65), (8, 8), (1, 1)] {
+            let limits = Limits {
+                max_fields,
+                ..Limits::default()
+            };
+            let input = head(ok);
+            let mut parser = RequestParser::new(limits);
+            assert_eq!(parser.parse_new(&input), Ok(Status::Complete(input.len())));
+            let request = parser.request(&input);
+            assert_eq!(request.fields().len(), ok);
+            if ok > 1 {
+                // `with_fields` starts with a Host field line.
+                let last = format!("v{}", ok - 1);
+                assert_eq!(request.fields().next_back().unwrap().value, last.as_bytes());
+            }
+            assert_eq!(
+                parse_with(limits, &input),
+                Ok(Status::Complete(input.len()))
+            );
+            let over = head(ok + 1);
+            assert_eq!(
+                parse_with(limits, &over),
+                Err(Error::TooManyFields { limit: max_fields })
+            );
+            // The same parser, a shorter head: the slots after it are stale.
+            let short = with_fields(&[]);
+            assert_eq!(parser.parse_new(&short), Ok(Status::Complete(short.len())));
+            assert_eq!(parser.request(&short).fields().len(), 1);
+            assert_eq!(
+                format!("{:?}", parser.fields).matches("FieldSpan").count(),
+                1
+            );
+        }
+        accept(&head(100));
     }
 
     // ---- persistence and expectations ----------------------------------
