@@ -2592,6 +2592,16 @@ X-C: \t \r\nX-D:\r\nX-E:\tx\r\n\r\n";
             );
         }
         accept(&head(100));
+        // A limit far above any head makes only the first slots: no allocation of
+        // its size (which would fail at `usize::MAX`).
+        let mut parser = RequestParser::new(Limits {
+            max_fields: usize::MAX,
+            ..Limits::default()
+        });
+        assert!(parser.fields.slots.len() <= 64);
+        let input = head(70);
+        assert_eq!(parser.parse_new(&input), Ok(Status::Complete(input.len())));
+        assert_eq!(parser.request(&input).fields().len(), 70);
     }
 
     // ---- persistence and expectations ----------------------------------

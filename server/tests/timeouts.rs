@@ -160,3 +160,34 @@ fn a_client_that_never_reads_is_dropped_after_the_write_timeout() {
     );
     assert!(t.elapsed() < Duration::from_secs(3));
 }
+
+/// The timer entry filed at accept (header timeout) comes due while the connection is
+/// idle and is filed again for the later keep-alive deadline; a request that then
+/// begins must still get its (earlier) header timeout, not wait for the keep-alive one.
+#[test]
+fn a_head_begun_after_a_refiled_keep_alive_deadline_gets_its_header_timeout() {
+    let server = ServerProcess::start_with(
+        1,
+        &[
+            "--header-timeout-ms",
+            "300",
+            "--keep-alive-timeout-ms",
+            "4000",
+        ],
+    );
+    let mut s = server.connect();
+    send(&mut s, &get("/plaintext"));
+    assert_eq!(read_response(&mut s, &mut Vec::new()).unwrap().status, 200);
+    // Past the accept-time header deadline (and a tick): its entry came due and was
+    // filed again for the keep-alive deadline, about 4 s out.
+    std::thread::sleep(Duration::from_millis(700));
+    send(&mut s, b"GET /plaintext HTTP/1.1\r\nHost: x\r\n");
+    let t = Instant::now();
+    let r = read_response(&mut s, &mut Vec::new()).expect("a response");
+    let waited = t.elapsed();
+    assert_eq!(r.status, 408);
+    assert!(
+        waited < Duration::from_millis(1500),
+        "408 after {waited:?}, header timeout 300 ms"
+    );
+}
