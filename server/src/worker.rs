@@ -1033,7 +1033,13 @@ impl<'t, H: Handler> Worker<'t, H> {
             match next {
                 // Plain: a read that filled the buffer may have left more. TLS: read until
                 // the socket is empty, since decrypted data can outgrow the spare room.
-                Next::Read if !eof && (n == spare || tls) && n < budget => budget -= n,
+                // Not when the requests read freed the connection's own buffer (it has
+                // none to read into): epoll, level-triggered, brings it back.
+                Next::Read
+                    if !eof && (n == spare || tls) && n < budget && c.input.capacity() > 0 =>
+                {
+                    budget -= n
+                }
                 _ => break,
             }
         }

@@ -388,3 +388,48 @@ fn access_log_writes_one_escaped_line_per_request() {
         "{date}"
     );
 }
+
+#[test]
+fn a_read_that_fills_a_connections_own_buffer_with_whole_requests_is_not_the_end() {
+    // The start of a request, alone: the worker keeps it in a buffer of the
+    // connection's own (4 KiB). Then exactly enough bytes to fill that buffer, ending
+    // with whole requests: the read fills it, every request in it is answered and the
+    // buffer let go, and the worker reads on. That next read must not be made into a
+    // buffer of no room (which reads 0 bytes: the end of input, and the connection
+    // closed under a client that had more to send).
+    const OWN_BUFFER: usize = 4096;
+    let server = ServerProcess::start(1);
+    let mut s = server.connect();
+    let first = get("/plaintext");
+    send(&mut s, &first[..20]);
+    std::thread::sleep(Duration::from_millis(200));
+    let mut rest = first[20..].to_vec();
+    let mut n = 1;
+    while OWN_BUFFER - 20 - rest.len() >= 200 {
+        rest.extend_from_slice(&get("/plaintext"));
+        n += 1;
+    }
+    // The last request padded so that the bytes fill the buffer exactly.
+    let room = OWN_BUFFER - 20 - rest.len();
+    let filler = "GET /plaintext HTTP/1.1\r\nHost: x\r\nX-Pad: \r\n\r\n".len();
+    rest.extend_from_slice(
+        format!(
+            "GET /plaintext HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n\r\n",
+            "a".repeat(room - filler)
+        )
+        .as_bytes(),
+    );
+    n += 1;
+    assert_eq!(20 + rest.len(), OWN_BUFFER);
+    send(&mut s, &rest);
+    let mut buf = Vec::new();
+    for i in 0..n {
+        let r = read_response(&mut s, &mut buf).unwrap_or_else(|| panic!("closed at {i}"));
+        check_techempower(&r, "text/plain", b"Hello, World!");
+    }
+    // Still open: the next request is answered.
+    std::thread::sleep(Duration::from_millis(100));
+    send(&mut s, &get("/plaintext"));
+    let r = read_response(&mut s, &mut buf).expect("the connection stays open");
+    check_techempower(&r, "text/plain", b"Hello, World!");
+}
