@@ -40,6 +40,10 @@ struct Args {
     /// Log one line per request to standard error (Common Log Format).
     #[arg(long)]
     access_log: bool,
+    /// Response bytes a connection may have unsent before its requests wait
+    /// [default: 262144].
+    #[arg(long)]
+    output_high_water: Option<usize>,
 }
 
 fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
@@ -81,6 +85,9 @@ fn main() {
         config.workers = n;
     }
     config.access_log = args.access_log;
+    if let Some(n) = args.output_high_water {
+        config.output_high_water = n;
+    }
     let ms = std::time::Duration::from_millis;
     let t = &mut config.timeouts;
     for (arg, slot) in [

@@ -86,6 +86,11 @@ pub struct Config {
     /// Connections one worker keeps open at once (default 100,000). A connection accepted
     /// past it is closed at once.
     pub max_connections: usize,
+    /// Response bytes one connection may have waiting to be sent before the worker stops
+    /// reading and answering its requests (default 256 KiB): the backpressure against a
+    /// client that pipelines requests without reading the responses. The requests
+    /// already read are answered as the client takes the output.
+    pub output_high_water: usize,
     /// How long workers may take to finish in-flight requests after `SIGTERM`/`SIGINT`
     /// (default 5 s); connections still open then are closed.
     pub shutdown_timeout: Duration,
@@ -136,6 +141,7 @@ impl Config {
             limits: Limits::default(),
             max_body_size: 1 << 20,
             max_connections: 100_000,
+            output_high_water: 256 * 1024,
             shutdown_timeout: Duration::from_secs(5),
             timeouts: Timeouts::default(),
             access_log: false,

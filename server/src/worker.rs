@@ -43,8 +43,6 @@ const INITIAL_INPUT: usize = 4096;
 /// Capacity of the worker's shared read buffer, lent to a connection that has no input
 /// buffer of its own for the length of one readiness event.
 const SHARED_INPUT: usize = 64 * 1024;
-/// Stop reading from a connection while this many response bytes wait to be sent.
-const OUTPUT_HIGH_WATER: usize = 256 * 1024;
 /// An output buffer larger than this is released once it has been written.
 const MAX_IDLE_OUTPUT: usize = 64 * 1024;
 /// How long a closing connection keeps reading (and discarding) before it is dropped, so
@@ -388,11 +386,11 @@ fn millis(d: Duration) -> Millis {
 /// closing or over the high-water mark, watch only for writability so unread input
 /// cannot spin the loop.
 #[inline]
-fn interest_for(c: &Conn, pending: usize) -> Interest {
+fn interest_for(c: &Conn, pending: usize, high_water: usize) -> Interest {
     let want_write = pending > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting());
     let want_read = !c.closing
         && !c.peer_eof
-        && pending <= OUTPUT_HIGH_WATER
+        && pending <= high_water
         && (c.source.is_none() || c.input.len() - c.start < BODY_INPUT_CAP);
     let interest = match (want_read, want_write) {
         (true, true) => Interest::READABLE | Interest::WRITABLE,
@@ -439,12 +437,14 @@ fn read_deadline(c: &Conn, t: &[Millis; 4]) -> Millis {
 /// `generation`) whose responses are all in memory and which is not closing, at `now`.
 /// `Err` when a write or the epoll change fails: the connection is lost.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn flush_and_arm_plain(
     c: &mut Conn,
     i: usize,
     generation: u32,
     now: Millis,
     timeouts: &[Millis; 4],
+    high_water: usize,
     epoll: &Epoll,
     wheel: &mut Wheel,
 ) -> io::Result<()> {
@@ -461,7 +461,7 @@ fn flush_and_arm_plain(
     // What `interest_for` and `deadline_for` give without a source, TLS or linger.
     let interest = if pending == 0 {
         Interest::READABLE
-    } else if pending <= OUTPUT_HIGH_WATER {
+    } else if pending <= high_water {
         Interest::READABLE | Interest::WRITABLE
     } else {
         Interest::WRITABLE
@@ -476,7 +476,7 @@ fn flush_and_arm_plain(
         read_deadline(c, timeouts)
     };
     debug_assert_eq!(c.deadline, deadline_for(c, timeouts));
-    debug_assert_eq!(interest, interest_for(c, pending));
+    debug_assert_eq!(interest, interest_for(c, pending, high_water));
     c.file_deadline(wheel, i, generation);
     Ok(())
 }
@@ -963,7 +963,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         }
         if c.closing
             || c.peer_eof
-            || c.unsent() > OUTPUT_HIGH_WATER
+            || c.unsent() > self.config.output_high_water
             || (c.source.is_some() && c.input.len() - c.start >= BODY_INPUT_CAP)
         {
             return;
@@ -1096,6 +1096,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             generation,
             self.now,
             &self.timeouts,
+            self.config.output_high_water,
             &self.epoll,
             &mut self.wheel,
         )
@@ -1132,7 +1133,8 @@ impl<'t, H: Handler> Worker<'t, H> {
         self.flush(i);
         // Requests left unprocessed while the output was over the high-water mark.
         if let Some(c) = self.conns[i].as_ref() {
-            if !c.closing && c.start < c.input.len() && c.unsent() <= OUTPUT_HIGH_WATER {
+            if !c.closing && c.start < c.input.len() && c.unsent() <= self.config.output_high_water
+            {
                 self.process(i);
                 self.flush(i);
             }
@@ -1222,7 +1224,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 return self.flush(i);
             }
         }
-        let interest = interest_for(c, pending);
+        let interest = interest_for(c, pending, self.config.output_high_water);
         if interest != c.interest {
             c.interest = interest;
             if self.epoll.modify(&c.fd, i as u64, interest).is_err() {
@@ -1479,7 +1481,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             if c.closing {
                 return Next::Read;
             }
-            if c.unsent() > OUTPUT_HIGH_WATER || c.source.is_some() {
+            if c.unsent() > config.output_high_water || c.source.is_some() {
                 return Next::Drain;
             }
             let buf = &c.input[c.start..];
@@ -1699,7 +1701,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 }
                 // No input left (the usual end for a keep-alive client): the checks at
                 // the top of the loop, in its order, without going round.
-                if c.unsent() <= OUTPUT_HIGH_WATER && c.source.is_none() {
+                if c.unsent() <= config.output_high_water && c.source.is_none() {
                     return all_input_answered(c);
                 }
             }
