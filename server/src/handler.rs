@@ -455,7 +455,20 @@ pub(crate) struct ResponseCache {
     /// more than the head.
     tail: TailKey,
     bytes: Vec<u8>,
+    /// `bytes` repeated, made when first asked for (see [`ResponseCache::copies`]) and
+    /// emptied when `bytes` changes.
+    copies: Vec<u8>,
+    /// How many copies [`ResponseCache::copies`] gives at most: [`MAX_COPIES`], fewer
+    /// for a long response, so that `copies` stays within [`MAX_COPIES_BYTES`].
+    max_copies: u32,
 }
+
+/// Most copies of the cached response [`ResponseCache::copies`] gives in one slice: a
+/// connection that owes more (a pipelining client) has the rest copied into its output.
+const MAX_COPIES: u32 = 32;
+
+/// Most bytes [`ResponseCache::copies`] keeps (unless one copy is longer).
+const MAX_COPIES_BYTES: usize = 64 * 1024;
 
 /// A static body (address and length) and the flags that shaped the rest of the
 /// response after its head, packed so that comparing two is three word compares.
@@ -496,11 +509,51 @@ impl Default for ResponseCache {
             head_len: 0,
             tail: TailKey::NONE,
             bytes: Vec::new(),
+            copies: Vec::new(),
+            max_copies: 1,
         }
     }
 }
 
 impl ResponseCache {
+    /// The whole cached response, as [`Response::cached`] returns it when it matches
+    /// (empty while nothing is cached).
+    #[inline(always)]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// How many copies of [`ResponseCache::bytes`] one [`ResponseCache::copies`] slice
+    /// holds at most: at least 1, at most 32, fewer when the response is long.
+    #[inline(always)]
+    pub(crate) fn max_copies(&self) -> u32 {
+        self.max_copies
+    }
+
+    /// `n` copies of [`ResponseCache::bytes`] back to back (`n` at most
+    /// [`ResponseCache::max_copies`]), to send owed responses as one slice. Made once
+    /// each time the cached response changes.
+    pub(crate) fn copies(&mut self, n: u32) -> &[u8] {
+        debug_assert!(n <= self.max_copies);
+        let len = self.bytes.len() * n as usize;
+        if self.copies.len() < len {
+            self.copies.clear();
+            for _ in 0..n {
+                self.copies.extend_from_slice(&self.bytes);
+            }
+        }
+        &self.copies[..len]
+    }
+
+    /// After `bytes` changed: no copies of the old bytes, and the new limit.
+    fn bytes_changed(&mut self) {
+        self.copies.clear();
+        let fit = MAX_COPIES_BYTES / self.bytes.len().max(1);
+        self.max_copies = u32::try_from(fit)
+            .unwrap_or(MAX_COPIES)
+            .clamp(1, MAX_COPIES);
+    }
+
     /// Whether `bytes` starts with the head for `status` and `statics` in `second`.
     #[inline]
     fn has_head(&self, second: u64, status: StatusCode, statics: &[&'static str]) -> bool {
@@ -523,6 +576,7 @@ impl ResponseCache {
         self.tail = TailKey::NONE;
         self.bytes.clear();
         self.bytes.extend_from_slice(head);
+        self.bytes_changed();
     }
 
     #[inline]
@@ -537,6 +591,7 @@ impl ResponseCache {
         self.tail = key;
         self.bytes.truncate(self.head_len);
         self.bytes.extend_from_slice(tail);
+        self.bytes_changed();
     }
 }
 
@@ -802,6 +857,39 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_gives_copies_of_its_response_within_its_byte_limit_and_drops_stale_ones() {
+        let mut cache = ResponseCache::default();
+        let prefix = Prefix::new(std::time::UNIX_EPOCH);
+        let cached = |cache: &mut ResponseCache, body: &'static [u8]| {
+            let mut res = Response::new();
+            res.static_body(body);
+            res.write_uncached(&mut Vec::new(), &prefix, cache, false, false, false, true);
+            assert!(cache.bytes().ends_with(body));
+            cache.bytes().to_vec()
+        };
+        let short = cached(&mut cache, b"Hello, World!");
+        assert_eq!(cache.max_copies(), MAX_COPIES);
+        assert_eq!(cache.copies(3), short.repeat(3));
+        assert_eq!(cache.copies(MAX_COPIES), short.repeat(MAX_COPIES as usize));
+        assert_eq!(cache.copies(1), short);
+
+        // The longest body kept: fewer copies, so they stay within the byte limit.
+        static LONG: [u8; MAX_CACHED_BODY] = [b'a'; MAX_CACHED_BODY];
+        let long = cached(&mut cache, &LONG);
+        let most = cache.max_copies();
+        assert_eq!(most as usize, MAX_COPIES_BYTES / long.len());
+        assert!(most > 1 && most < MAX_COPIES);
+        // Copies of the old response are gone, whatever count is asked for.
+        assert_eq!(cache.copies(2), long.repeat(2));
+        assert_eq!(cache.copies(most), long.repeat(most as usize));
+
+        // Back to the short one (same second, so only the tail changes).
+        assert_eq!(cached(&mut cache, b"Hello, World!"), short);
+        assert_eq!(cache.max_copies(), MAX_COPIES);
+        assert_eq!(cache.copies(2), short.repeat(2));
+    }
 
     fn serialize(res: &Response) -> String {
         let mut out = Vec::new();

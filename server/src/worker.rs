@@ -63,6 +63,14 @@ struct Conn {
     head_scanned: usize,
     output: Vec<u8>,
     written: usize,
+    /// Copies of the worker's cached response ([`ResponseCache::bytes`]) owed at
+    /// `output[owed_at]`, before the bytes after it: sent from the cache by one
+    /// `writev`, and copied into `output` only when the socket does not take them or
+    /// the cache is about to change. Nonzero only on a plain connection within one
+    /// readiness event (see [`Worker::on_readable`]); everywhere else it is 0.
+    owed: u32,
+    /// Where in `output` the `owed` copies go (meaningless while `owed` is 0).
+    owed_at: usize,
     /// The interest registered with epoll now.
     interest: Interest,
     /// No more requests are read; close once the output is written.
@@ -243,6 +251,8 @@ impl Conn {
             head_scanned: 0,
             output: Vec::new(),
             written: 0,
+            owed: 0,
+            owed_at: 0,
             interest: Interest::READABLE,
             closing: false,
             peer_eof: false,
@@ -481,31 +491,95 @@ fn flush_and_arm_plain(
     Ok(())
 }
 
-/// Writes `bytes` to the socket `fd` of a plain connection with no output
-/// waiting, noting progress at `now` in `last_write`; what the socket does not
-/// take (all of it on an error, which the next [`write_output`] meets again and
-/// reports) is copied into `output` to be sent like any other output.
+/// Copies the `c.owed` copies of `cached` (the worker's cached response) that
+/// a connection owes (`owed`, set to 0) into its `output`, where they belong (`owed_at`): before the
+/// cache changes, or when they cannot be sent from it.
+#[cold]
+#[inline(never)]
+fn pay_owed(output: &mut Vec<u8>, owed: &mut u32, owed_at: usize, cached: &[u8]) {
+    let copies = std::mem::take(owed) as usize;
+    let after = output.split_off(owed_at);
+    output.reserve(copies * cached.len() + after.len());
+    for _ in 0..copies {
+        output.extend_from_slice(cached);
+    }
+    output.extend_from_slice(&after);
+}
+
+/// Writes plain connection `c`'s output from `c.written` with the copies of `cache`'s
+/// response it owes at `c.owed_at` (`c.owed` of them, at least one), noting progress
+/// at `now`: the usual keep-alive case, one response and nothing else, in one `write`
+/// straight from the cache; anything more in one `writev` (see
+/// [`write_owed_slices`]). What the socket does not take is copied into `output` (see
+/// [`pay_owed`]), so that `c.owed` is 0 after. `Err` when the write fails: the
+/// connection is lost.
 #[inline(always)]
-fn write_direct(
-    fd: &OwnedFd,
-    output: &mut Vec<u8>,
-    last_write: &mut Millis,
-    bytes: &[u8],
-    now: Millis,
-) {
+fn write_owed(c: &mut Conn, now: Millis, cache: &mut ResponseCache) -> io::Result<()> {
+    // `written <= owed_at <= output.len()`: nothing else is waiting.
+    if c.owed != 1 || c.written != c.output.len() {
+        return write_owed_slices(c, now, cache);
+    }
+    let cached = cache.bytes();
     let sent = loop {
-        match lio::write(fd, bytes) {
+        match lio::write(&c.fd, cached) {
             Ok(n) => {
-                *last_write = now;
+                c.last_write = now;
                 break n;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => break 0,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
+            Err(e) => return Err(e),
         }
     };
-    if let Some(rest) = bytes.get(sent..).filter(|rest| !rest.is_empty()) {
-        output.extend_from_slice(rest);
+    if sent == cached.len() {
+        c.owed = 0;
+    } else {
+        pay_owed(&mut c.output, &mut c.owed, c.owed_at, cached);
+        c.written += sent;
     }
+    Ok(())
+}
+
+/// [`write_owed`] with more to send than one owed response: the output before the
+/// owed copies, the copies (one slice of [`ResponseCache::copies`]), and the output
+/// after them, in one `writev`.
+#[inline(never)]
+fn write_owed_slices(c: &mut Conn, now: Millis, cache: &mut ResponseCache) -> io::Result<()> {
+    let copies = cache.copies(c.owed);
+    let (before, after) = c.output.split_at(c.owed_at);
+    let before = &before[c.written..];
+    let slices = [
+        io::IoSlice::new(before),
+        io::IoSlice::new(copies),
+        io::IoSlice::new(after),
+    ];
+    // Empty slices are left out: they cost the kernel nothing but a look.
+    let slices = match (before.is_empty(), after.is_empty()) {
+        (true, true) => &slices[1..2],
+        (true, false) => &slices[1..],
+        (false, true) => &slices[..2],
+        (false, false) => &slices[..],
+    };
+    let total = before.len() + copies.len() + after.len();
+    let sent = loop {
+        match lio::writev(&c.fd, slices) {
+            Ok(sent) => {
+                c.last_write = now;
+                break sent;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
+            Err(e) => return Err(e),
+        }
+    };
+    if sent == total {
+        c.owed = 0;
+        c.written = c.output.len();
+    } else {
+        pay_owed(&mut c.output, &mut c.owed, c.owed_at, cache.bytes());
+        c.written += sent;
+    }
+    Ok(())
 }
 
 /// Writes plain connection `c`'s output from `c.written` until all of it is sent or
@@ -968,6 +1042,10 @@ impl<'t, H: Handler> Worker<'t, H> {
         {
             return;
         }
+        let mut eof = false;
+        let mut budget = READ_BUDGET;
+        // The last `process` stopped at the output's high-water mark.
+        let mut drained = false;
         if c.input.capacity() == 0 {
             // Lend the shared read buffer (made again if a dropped connection took it).
             if self.spare_input.capacity() == 0 {
@@ -977,8 +1055,6 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.start = 0;
             c.input_lent = true;
         }
-        let mut eof = false;
-        let mut budget = READ_BUDGET;
         loop {
             if c.input.len() == c.input.capacity() {
                 let max_input = self.config.max_input_size();
@@ -1027,6 +1103,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             };
             let tls = c.tls.is_some();
             let next = self.process(i);
+            drained = matches!(next, Next::Drain);
             c = self.conns[i]
                 .as_mut()
                 .expect("process keeps the connection");
@@ -1067,6 +1144,14 @@ impl<'t, H: Handler> Worker<'t, H> {
             // The client sent everything it will send; answer what is complete, then close
             // (`settle` closes once nothing complete is left).
             c.peer_eof = true;
+            if c.owed > 0 {
+                pay_owed(
+                    &mut c.output,
+                    &mut c.owed,
+                    c.owed_at,
+                    self.response_cache.bytes(),
+                );
+            }
             if matches!(c.source, Some(Active::Stream { .. })) {
                 // A client that closes while a stream runs (an EventSource going away)
                 // has left: a stream may never end by itself.
@@ -1086,8 +1171,22 @@ impl<'t, H: Handler> Worker<'t, H> {
             || c.linger_deadline.is_some()
             || self.shutdown_deadline.is_some()
         {
+            if c.owed > 0 {
+                pay_owed(
+                    &mut c.output,
+                    &mut c.owed,
+                    c.owed_at,
+                    self.response_cache.bytes(),
+                );
+            }
             self.flush(i);
+            if drained {
+                self.answer_waiting(i);
+            }
             return self.arm(i);
+        }
+        if c.owed > 0 && write_owed(c, self.now, &mut self.response_cache).is_err() {
+            return self.drop_conn(i);
         }
         let generation = self.generations[i];
         if flush_and_arm_plain(
@@ -1102,7 +1201,13 @@ impl<'t, H: Handler> Worker<'t, H> {
         )
         .is_err()
         {
-            self.drop_conn(i);
+            return self.drop_conn(i);
+        }
+        if drained {
+            // Requests wait behind the high-water mark, and the socket may have taken
+            // everything: answer them now, as no byte may arrive to bring them back.
+            self.answer_waiting(i);
+            self.arm(i);
         }
     }
 
@@ -1131,15 +1236,32 @@ impl<'t, H: Handler> Worker<'t, H> {
             return;
         }
         self.flush(i);
-        // Requests left unprocessed while the output was over the high-water mark.
-        if let Some(c) = self.conns[i].as_ref() {
-            if !c.closing && c.start < c.input.len() && c.unsent() <= self.config.output_high_water
-            {
-                self.process(i);
-                self.flush(i);
-            }
-        }
+        self.answer_waiting(i);
         self.arm(i);
+    }
+
+    /// Answers the requests connection `i` left in its input when its output went over
+    /// the high-water mark, for as long as the socket takes the answers (each round
+    /// flushes them): nothing else would wake the connection for them, since their
+    /// bytes were read already. Stops at a request not yet complete, over the mark
+    /// again (EPOLLOUT comes back), behind a file or stream body, or when closing.
+    fn answer_waiting(&mut self, i: usize) {
+        loop {
+            let Some(c) = self.conns[i].as_ref() else {
+                return;
+            };
+            if c.closing
+                || c.source.is_some()
+                || c.start == c.input.len()
+                || c.unsent() > self.config.output_high_water
+            {
+                return;
+            }
+            if let Next::Read = self.process_owing_nothing(i) {
+                return self.flush(i);
+            }
+            self.flush(i);
+        }
     }
 
     /// Writes pending output, then the file or stream body behind it, until the socket
@@ -1180,7 +1302,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     if c.closing || c.start == c.input.len() {
                         break;
                     }
-                    self.process(i);
+                    self.process_owing_nothing(i);
                 }
             }
         }
@@ -1212,7 +1334,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 // Answer the complete requests still buffered (they may have waited
                 // behind a body); close once none is left.
                 if c.start < c.input.len() {
-                    self.process(i);
+                    self.process_owing_nothing(i);
                 }
                 let Some(c) = self.conns[i].as_mut() else {
                     return;
@@ -1458,7 +1580,27 @@ impl<'t, H: Handler> Worker<'t, H> {
         self.on_readable(i);
     }
 
-    /// Parses and answers every complete request buffered on connection `i`.
+    /// [`Worker::process`] for a caller that sends with [`Worker::flush`] or
+    /// [`Worker::send`], which do not send owed responses: copies any it owed into the
+    /// output.
+    fn process_owing_nothing(&mut self, i: usize) -> Next {
+        let next = self.process(i);
+        if let Some(c) = self.conns[i].as_mut() {
+            if c.owed > 0 {
+                pay_owed(
+                    &mut c.output,
+                    &mut c.owed,
+                    c.owed_at,
+                    self.response_cache.bytes(),
+                );
+            }
+        }
+        next
+    }
+
+    /// Parses and answers every complete request buffered on connection `i`. A cached
+    /// response may be left owed (see [`Conn::owed`]): the caller sends or pays it
+    /// before the readiness event ends.
     fn process(&mut self, i: usize) -> Next {
         let now = self.now;
         let shutting_down = self.shutdown_deadline.is_some();
@@ -1644,21 +1786,32 @@ impl<'t, H: Handler> Worker<'t, H> {
             let has_source = if let Some(bytes) =
                 response.cached(date, response_cache, head_only, close, keep_alive_10)
             {
-                // The same bytes as the last response like it. When nothing is waiting
-                // to be sent before them and no request follows in the input (a
-                // keep-alive client, not a pipelining one), send them from the cache
-                // now rather than copy them into the output first.
-                if c.output.is_empty()
-                    && c.start + consumed == c.input.len()
+                // The same bytes as the last response like it: on a plain connection
+                // that stays open, owe them (the write sends them from the cache), after
+                // any owed before them unless output was added after those.
+                if c.owed == 0 && c.tls.is_none() && !close {
+                    c.owed = 1;
+                    c.owed_at = c.output.len();
+                } else if c.owed > 0
+                    && c.owed < response_cache.max_copies()
+                    && c.owed_at == c.output.len()
                     && !close
-                    && c.tls.is_none()
                 {
-                    write_direct(&c.fd, &mut c.output, &mut c.last_write, bytes, now);
+                    c.owed += 1;
                 } else {
                     c.output.extend_from_slice(bytes);
                 }
                 false
             } else {
+                // The cache may change: the copies owed of it are copied first.
+                if c.owed > 0 {
+                    pay_owed(
+                        &mut c.output,
+                        &mut c.owed,
+                        c.owed_at,
+                        response_cache.bytes(),
+                    );
+                }
                 response.write_uncached(
                     &mut c.output,
                     date,
@@ -1885,7 +2038,8 @@ fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
 
 #[cfg(test)]
 mod tests {
-    use super::{may_end_head, refusal_status, write_direct, Conn};
+    use super::{may_end_head, pay_owed, refusal_status, write_owed, Conn};
+    use crate::handler::{Prefix, Response, ResponseCache};
     use crate::timer::{Wheel, NOT_FILED};
     use keel_http::StatusCode;
     use keel_linux::io as lio;
@@ -1901,49 +2055,116 @@ mod tests {
         got
     }
 
-    #[test]
-    fn a_direct_write_keeps_what_the_socket_does_not_take() {
-        let bytes: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
-        // Taken whole: nothing left, the write noted.
-        let (tx, rx) = unix::pair(UnixKind::Stream).unwrap();
-        let (mut output, mut last_write) = (Vec::new(), 0);
-        write_direct(
-            &tx,
-            &mut output,
-            &mut last_write,
-            b"HTTP/1.1 200 OK\r\n\r\n",
-            7,
+    /// A cache holding the whole response `HTTP/1.1 200 OK ... body`.
+    fn cache_with(body: &'static [u8]) -> ResponseCache {
+        let mut cache = ResponseCache::default();
+        let mut res = Response::new();
+        res.static_header(crate::header!("Content-Type", "text/plain"))
+            .static_body(body);
+        let prefix = Prefix::new(std::time::SystemTime::now());
+        res.write_uncached(
+            &mut Vec::new(),
+            &prefix,
+            &mut cache,
+            false,
+            false,
+            false,
+            true,
         );
-        assert!(output.is_empty());
-        assert_eq!(last_write, 7);
-        assert_eq!(drain(&rx), b"HTTP/1.1 200 OK\r\n\r\n");
+        assert!(cache.bytes().ends_with(body));
+        cache
+    }
 
-        // Taken in part (more than a socket buffer holds): the rest is kept in order.
-        write_direct(&tx, &mut output, &mut last_write, &bytes, 8);
-        assert_eq!(last_write, 8);
-        assert!(!output.is_empty(), "4 MB cannot fit a socket buffer");
+    /// A connection on one end of a socket pair, owing `owed` copies of the cached
+    /// response at `before.len()` of an output `before ++ after` (of which `written`
+    /// bytes are sent).
+    fn owing(
+        before: &[u8],
+        after: &[u8],
+        written: usize,
+        owed: u32,
+    ) -> (Conn, std::os::fd::OwnedFd) {
+        let (fd, peer) = unix::pair(UnixKind::Stream).unwrap();
+        let mut c = Conn::new(fd, 0);
+        c.output = [before, after].concat();
+        c.written = written;
+        c.owed = owed;
+        c.owed_at = before.len();
+        (c, peer)
+    }
+
+    #[test]
+    fn owed_responses_go_out_from_the_cache_in_order_with_the_output_around_them() {
+        let mut cache = cache_with(b"Hello, World!");
+        let bytes = cache.bytes().to_vec();
+        let copies = |n: usize| bytes.repeat(n);
+
+        // One owed response, nothing else: sent, nothing kept, the write noted.
+        let (mut c, rx) = owing(b"", b"", 0, 1);
+        write_owed(&mut c, 7, &mut cache).unwrap();
+        assert_eq!((c.owed, c.written, c.last_write), (0, 0, 7));
+        assert!(c.output.is_empty());
+        assert_eq!(drain(&rx), bytes);
+
+        // Copies between output already partly sent and output added after them.
+        let (mut c, rx) = owing(b"xxBEFORE", b"AFTER", 2, 3);
+        write_owed(&mut c, 8, &mut cache).unwrap();
+        assert_eq!((c.owed, c.written, c.last_write), (0, c.output.len(), 8));
+        assert_eq!(drain(&rx), [&b"BEFORE"[..], &copies(3), b"AFTER"].concat());
+
+        // The most copies one slice holds, twice over (the cache's copies are reused).
+        let most = cache.max_copies();
+        assert_eq!(most, 32, "a short response fits the most copies");
+        for _ in 0..2 {
+            let (mut c, rx) = owing(b"", b"", 0, most);
+            write_owed(&mut c, 9, &mut cache).unwrap();
+            assert_eq!(c.owed, 0);
+            assert_eq!(drain(&rx), copies(most as usize));
+        }
+    }
+
+    #[test]
+    fn owed_responses_the_socket_does_not_take_are_kept_in_order() {
+        let mut cache = cache_with(b"Hello, World!");
+        let bytes = cache.bytes().to_vec();
+        let after: Vec<u8> = (0..4_000_000u32).map(|i| (i % 251) as u8).collect();
+
+        // Taken in part (more than a socket buffer holds): the rest is kept, the owed
+        // copies in their place.
+        let (mut c, rx) = owing(b"BEFORE", &after, 0, 5);
+        write_owed(&mut c, 8, &mut cache).unwrap();
+        assert_eq!((c.owed, c.last_write), (0, 8));
         let mut got = drain(&rx);
         assert!(!got.is_empty(), "part of it was written");
-        got.extend_from_slice(&output);
-        assert_eq!(got, bytes);
+        assert!(c.written > 0 && c.written < c.output.len());
+        got.extend_from_slice(&c.output[c.written..]);
+        assert_eq!(got, [&b"BEFORE"[..], &bytes.repeat(5), &after].concat());
 
-        // Not taken at all (the buffer is full): all of it kept, no write noted.
-        let (tx, _rx) = unix::pair(UnixKind::Stream).unwrap();
-        while lio::write(&tx, &bytes).is_ok() {}
-        let mut output = Vec::new();
-        write_direct(&tx, &mut output, &mut last_write, b"response", 9);
-        assert_eq!(output, b"response");
-        assert_eq!(last_write, 8);
+        // Not taken at all (the buffer is full), one response or several: all of it
+        // kept, no write noted.
+        for owed in [1, 3] {
+            let (mut c, _rx) = owing(b"", b"", 0, owed);
+            while lio::write(&c.fd, &after).is_ok() {}
+            write_owed(&mut c, 9, &mut cache).unwrap();
+            assert_eq!((c.owed, c.written, c.last_write), (0, 0, 0));
+            assert_eq!(c.output, bytes.repeat(owed as usize));
+        }
 
-        // A failed write (the peer has gone): kept, for the next write to meet the
-        // error again and report it.
-        let (tx, rx) = unix::pair(UnixKind::Stream).unwrap();
-        drop(rx);
-        let mut output = Vec::new();
-        write_direct(&tx, &mut output, &mut last_write, b"response", 10);
-        assert_eq!(output, b"response");
-        assert_eq!(last_write, 8);
-        assert!(lio::write(&tx, &output).is_err());
+        // A failed write (the peer has gone): the connection is lost.
+        for owed in [1, 3] {
+            let (mut c, rx) = owing(b"", b"", 0, owed);
+            drop(rx);
+            assert!(write_owed(&mut c, 10, &mut cache).is_err());
+        }
+    }
+
+    #[test]
+    fn paying_owed_responses_puts_them_where_they_were_owed() {
+        let (mut c, _rx) = owing(b"BEFORE", b"AFTER", 3, 2);
+        pay_owed(&mut c.output, &mut c.owed, c.owed_at, b"<r>");
+        assert_eq!(c.owed, 0);
+        assert_eq!(c.output, b"BEFORE<r><r>AFTER");
+        assert_eq!(c.written, 3, "what was sent stays sent");
     }
 
     /// A deadline moved later keeps the entry filed before (it looks again when due);
