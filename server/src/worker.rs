@@ -79,6 +79,11 @@ struct Conn {
     /// already buffered are still answered (in order, even those waiting behind a body),
     /// then the connection closes.
     peer_eof: bool,
+    /// The last [`Worker::process`] stopped at the output's high-water mark with
+    /// requests left in `input`: they are answered one round per loop turn (see
+    /// [`Worker::answer_waiting`]), so EPOLLOUT stays armed meanwhile, even with no
+    /// output waiting, as no byte may arrive to bring them back.
+    answers_waiting: bool,
     /// Sent `100 Continue` for the request at `start`.
     sent_continue: bool,
     /// After the last response: shut down writes, discard input until EOF or this time.
@@ -256,6 +261,7 @@ impl Conn {
             interest: Interest::READABLE,
             closing: false,
             peer_eof: false,
+            answers_waiting: false,
             sent_continue: false,
             linger_deadline: None,
             await_len: 0,
@@ -397,7 +403,9 @@ fn millis(d: Duration) -> Millis {
 /// cannot spin the loop.
 #[inline]
 fn interest_for(c: &Conn, pending: usize, high_water: usize) -> Interest {
-    let want_write = pending > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting());
+    let want_write = pending > 0
+        || c.source.as_ref().is_some_and(|s| !s.is_waiting())
+        || (c.answers_waiting && c.source.is_none() && !c.closing);
     let want_read = !c.closing
         && !c.peer_eof
         && pending <= high_water
@@ -469,7 +477,7 @@ fn flush_and_arm_plain(
         }
     }
     // What `interest_for` and `deadline_for` give without a source, TLS or linger.
-    let interest = if pending == 0 {
+    let interest = if pending == 0 && !c.answers_waiting {
         Interest::READABLE
     } else if pending <= high_water {
         Interest::READABLE | Interest::WRITABLE
@@ -1044,8 +1052,6 @@ impl<'t, H: Handler> Worker<'t, H> {
         }
         let mut eof = false;
         let mut budget = READ_BUDGET;
-        // The last `process` stopped at the output's high-water mark.
-        let mut drained = false;
         if c.input.capacity() == 0 {
             // Lend the shared read buffer (made again if a dropped connection took it).
             if self.spare_input.capacity() == 0 {
@@ -1103,7 +1109,6 @@ impl<'t, H: Handler> Worker<'t, H> {
             };
             let tls = c.tls.is_some();
             let next = self.process(i);
-            drained = matches!(next, Next::Drain);
             c = self.conns[i]
                 .as_mut()
                 .expect("process keeps the connection");
@@ -1180,9 +1185,6 @@ impl<'t, H: Handler> Worker<'t, H> {
                 );
             }
             self.flush(i);
-            if drained {
-                self.answer_waiting(i);
-            }
             return self.arm(i);
         }
         if c.owed > 0 && write_owed(c, self.now, &mut self.response_cache).is_err() {
@@ -1201,13 +1203,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         )
         .is_err()
         {
-            return self.drop_conn(i);
-        }
-        if drained {
-            // Requests wait behind the high-water mark, and the socket may have taken
-            // everything: answer them now, as no byte may arrive to bring them back.
-            self.answer_waiting(i);
-            self.arm(i);
+            self.drop_conn(i);
         }
     }
 
@@ -1241,27 +1237,24 @@ impl<'t, H: Handler> Worker<'t, H> {
     }
 
     /// Answers the requests connection `i` left in its input when its output went over
-    /// the high-water mark, for as long as the socket takes the answers (each round
-    /// flushes them): nothing else would wake the connection for them, since their
-    /// bytes were read already. Stops at a request not yet complete, over the mark
-    /// again (EPOLLOUT comes back), behind a file or stream body, or when closing.
+    /// the high-water mark ([`Conn::answers_waiting`]), one round (process, then flush)
+    /// per loop turn: EPOLLOUT stays armed while more wait, so a client that pipelines
+    /// requests for large responses and reads them fast takes its turn with the other
+    /// connections rather than holding the worker. Nothing to do over the mark again,
+    /// behind a file or stream body, or when closing.
     fn answer_waiting(&mut self, i: usize) {
-        loop {
-            let Some(c) = self.conns[i].as_ref() else {
-                return;
-            };
-            if c.closing
-                || c.source.is_some()
-                || c.start == c.input.len()
-                || c.unsent() > self.config.output_high_water
-            {
-                return;
-            }
-            if let Next::Read = self.process_owing_nothing(i) {
-                return self.flush(i);
-            }
-            self.flush(i);
+        let Some(c) = self.conns[i].as_ref() else {
+            return;
+        };
+        if c.closing
+            || c.source.is_some()
+            || c.start == c.input.len()
+            || c.unsent() > self.config.output_high_water
+        {
+            return;
         }
+        self.process_owing_nothing(i);
+        self.flush(i);
     }
 
     /// Writes pending output, then the file or stream body behind it, until the socket
@@ -1619,11 +1612,13 @@ impl<'t, H: Handler> Worker<'t, H> {
         let c = conns[i]
             .as_mut()
             .expect("process is called on live connections");
+        c.answers_waiting = false;
         loop {
             if c.closing {
                 return Next::Read;
             }
             if c.unsent() > config.output_high_water || c.source.is_some() {
+                c.answers_waiting = c.start < c.input.len();
                 return Next::Drain;
             }
             let buf = &c.input[c.start..];
@@ -2156,6 +2151,37 @@ mod tests {
             drop(rx);
             assert!(write_owed(&mut c, 10, &mut cache).is_err());
         }
+    }
+
+    #[test]
+    fn a_lone_owed_response_taken_in_part_is_not_sent_twice() {
+        // Longer than PIPE_BUF, so that a pipe with 1,000 bytes of room takes part of it.
+        static BODY: [u8; 4096] = [b'z'; 4096];
+        let mut cache = cache_with(&BODY);
+        let bytes = cache.bytes().to_vec();
+        let (rx, tx) = lio::pipe().unwrap();
+        rustix::fs::fcntl_setfl(&tx, rustix::fs::OFlags::NONBLOCK).unwrap();
+        let fill = vec![b'.'; 65536 - 1000];
+        assert_eq!(lio::write(&tx, &fill).unwrap(), fill.len());
+        let mut c = Conn::new(tx, 0);
+        c.owed = 1;
+        c.owed_at = 0;
+        write_owed(&mut c, 5, &mut cache).unwrap();
+        assert_eq!(c.owed, 0);
+        assert!(
+            c.written > 0 && c.written < c.output.len(),
+            "taken in part: {} of {}",
+            c.written,
+            c.output.len()
+        );
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 8192];
+        while got.len() < fill.len() + c.written {
+            let n = lio::read(&rx, &mut chunk).unwrap();
+            got.extend_from_slice(&chunk[..n]);
+        }
+        got.extend_from_slice(&c.output[c.written..]);
+        assert_eq!(&got[fill.len()..], &bytes[..]);
     }
 
     #[test]
