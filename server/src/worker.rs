@@ -1576,8 +1576,8 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// [`Worker::process`] for a caller that sends with [`Worker::flush`] or
     /// [`Worker::send`], which do not send owed responses: copies any it owed into the
     /// output.
-    fn process_owing_nothing(&mut self, i: usize) {
-        self.process(i);
+    fn process_owing_nothing(&mut self, i: usize) -> Next {
+        let next = self.process(i);
         if let Some(c) = self.conns[i].as_mut() {
             if c.owed > 0 {
                 pay_owed(
@@ -1588,6 +1588,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 );
             }
         }
+        next
     }
 
     /// Parses and answers every complete request buffered on connection `i`. A cached
