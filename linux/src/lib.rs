@@ -3,7 +3,7 @@
 //! What it does: owned file descriptors, epoll, TCP sockets (`socket`, `bind`, `listen`,
 //! `accept4`, socket options), UDP and Unix-domain sockets, opening files beneath a
 //! directory with no way out of it (`openat2` with `RESOLVE_BENEATH`), random bytes
-//! (`getrandom`), entering a network namespace (`setns`), `read`/`write`/`writev`, signals
+//! (`getrandom`), the coarse monotonic clock, entering a network namespace (`setns`), `read`/`write`/`writev`, signals
 //! delivered through a `signalfd`, `RLIMIT_NOFILE`, and `fork`/`waitpid`/`kill` for
 //! prefork workers.
 //!
@@ -13,9 +13,10 @@
 //! [`std::io::ErrorKind::Interrupted`] and [`std::io::ErrorKind::WouldBlock`].
 //!
 //! System calls go through [`rustix`] and its `linux_raw` backend (no libc on the I/O
-//! path). `fork`, `signalfd` and the signal mask, which rustix does not wrap safely, go
-//! through `libc`; that `unsafe` code lives in [`process`] and [`signal`] only, each block
-//! with a `// SAFETY:` comment.
+//! path). `fork`, `signalfd` and the signal mask, which rustix does not wrap safely, and
+//! the coarse clock (whose vDSO rustix looks up in a way that faults under valgrind) go
+//! through `libc`; that `unsafe` code lives in [`process`], [`signal`] and [`time`] only,
+//! each block with a `// SAFETY:` comment.
 //!
 //! ```
 //! use keel_linux::{epoll::{Epoll, Events, Interest}, socket};
@@ -41,6 +42,7 @@ pub mod random;
 pub mod rlimit;
 pub mod signal;
 pub mod socket;
+pub mod time;
 pub mod udp;
 pub mod unix;
 

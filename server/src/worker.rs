@@ -22,7 +22,7 @@ use keel_linux::socket::{self, Shutdown};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const LISTENER: u64 = u64::MAX;
 const SIGNALS: u64 = u64::MAX - 1;
@@ -353,9 +353,10 @@ pub(crate) struct Worker<'t, H> {
     due: Vec<Entry>,
     /// Generation of each slab slot, bumped when its connection goes.
     generations: Vec<u32>,
-    /// When the worker started: `Millis` count from here.
-    origin: Instant,
-    /// The time, read once per loop turn.
+    /// When the worker started, on the coarse monotonic clock: `Millis` count from here.
+    origin: Millis,
+    /// The time, read once per loop turn from the coarse monotonic clock (it trails
+    /// the time by less than its resolution, which every timeout is lengthened by).
     now: Millis,
     /// A time and the wall-clock time read at it: the wall clock for the Date field is
     /// derived from `now` (one clock read per turn, not two) and read again once a
@@ -653,16 +654,19 @@ impl<'t, H: Handler> Worker<'t, H> {
             wheel: Wheel::new(),
             due: Vec::new(),
             generations: Vec::new(),
-            origin: Instant::now(),
+            origin: keel_linux::time::coarse_millis(),
             now: 0,
             wall_base: (0, SystemTime::now()),
             date_due: 0,
             timeouts: [
-                millis(config.timeouts.header_read),
-                millis(config.timeouts.body_read),
-                millis(config.timeouts.keep_alive),
-                millis(config.timeouts.write),
-            ],
+                config.timeouts.header_read,
+                config.timeouts.body_read,
+                config.timeouts.keep_alive,
+                config.timeouts.write,
+            ]
+            // `now` may trail the time by up to the clock's resolution when a deadline
+            // is set: lengthened by it, a timeout never ends early.
+            .map(|t| millis(t).saturating_add(keel_linux::time::coarse_resolution_ms())),
             log: Vec::new(),
             log_dropped: 0,
             wake,
@@ -683,7 +687,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            self.now = millis(self.origin.elapsed());
+            self.now = keel_linux::time::coarse_millis() - self.origin;
             if self.now >= self.date_due {
                 let wall = self.wall_clock();
                 self.date.refresh(wall);
