@@ -57,9 +57,38 @@ pub(crate) fn err(e: rustix::io::Errno) -> std::io::Error {
 /// A timeout rounded *up* to whole milliseconds (capped at `i32::MAX` ms), so that a
 /// sub-millisecond wait never turns into a zero-timeout busy loop.
 pub(crate) fn timespec_ceil_ms(d: std::time::Duration) -> rustix::time::Timespec {
-    let ms = d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i64;
+    // In u64 (no 128-bit division: this runs once per event-loop turn).
+    let ms = d
+        .as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(d.subsec_nanos().div_ceil(1_000_000)))
+        .min(i32::MAX as u64) as i64;
     rustix::time::Timespec {
         tv_sec: ms / 1000,
         tv_nsec: (ms % 1000) * 1_000_000,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timespec_ceil_ms;
+    use std::time::Duration;
+
+    #[test]
+    fn timeouts_round_up_to_whole_milliseconds_and_are_capped() {
+        let ms = |d: Duration| {
+            let t = timespec_ceil_ms(d);
+            assert!((0..1_000_000_000).contains(&t.tv_nsec) && t.tv_nsec % 1_000_000 == 0);
+            t.tv_sec * 1000 + t.tv_nsec / 1_000_000
+        };
+        assert_eq!(ms(Duration::ZERO), 0);
+        assert_eq!(ms(Duration::from_nanos(1)), 1);
+        assert_eq!(ms(Duration::from_nanos(999_999)), 1);
+        assert_eq!(ms(Duration::from_millis(1)), 1);
+        assert_eq!(ms(Duration::from_nanos(1_000_001)), 2);
+        assert_eq!(ms(Duration::new(1, 1)), 1001);
+        assert_eq!(ms(Duration::new(2_000_000, 0)), 2_000_000_000);
+        assert_eq!(ms(Duration::new(3_000_000, 0)), i64::from(i32::MAX));
+        assert_eq!(ms(Duration::MAX), i64::from(i32::MAX));
     }
 }
