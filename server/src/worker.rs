@@ -806,6 +806,9 @@ impl<'t, H: Handler> Worker<'t, H> {
                 let _ = self.epoll.add(l, LISTENER, Interest::READABLE);
             }
         }
+        if !self.wheel.tick_passed(now) {
+            return;
+        }
         let mut due = std::mem::take(&mut self.due);
         self.wheel.take_due(now, &mut due);
         for e in due.iter() {
