@@ -123,6 +123,12 @@ struct Conn {
     abort: bool,
     /// The TLS layer of an HTTPS connection: `input` and `output` hold plaintext.
     tls: Option<Box<Tls>>,
+    /// `true` whenever the connection is not a plain one in the usual state (see
+    /// [`Conn::is_unusual`]: TLS, a body source, closing, aborted, peer EOF or
+    /// lingering), so that [`Worker::on_readable`] tests one flag, not six, on every
+    /// request. Set wherever one of those is set; it may stay `true` after they
+    /// clear (a file body that ended) until the slow path looks again.
+    unusual: bool,
 }
 
 /// An HTTPS connection's TLS session and the ciphertext waiting to be sent.
@@ -280,7 +286,19 @@ impl Conn {
             resumable: false,
             abort: false,
             tls: None,
+            unusual: false,
         }
+    }
+
+    /// Whether the connection needs the general paths of [`Worker::on_readable`]: TLS,
+    /// a file or stream body, closing, aborted, the peer's EOF seen, or lingering.
+    fn is_unusual(&self) -> bool {
+        self.tls.is_some()
+            || self.source.is_some()
+            || self.closing
+            || self.abort
+            || self.peer_eof
+            || self.linger_deadline.is_some()
     }
 
     /// Files `deadline` in `wheel` for this connection (slot `i` of `generation`),
@@ -1006,6 +1024,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                             received_any: false,
                         })
                     });
+                    c.unusual = c.tls.is_some();
                     if self.config.access_log {
                         c.peer = socket::peer_addr(&c.fd).ok();
                     }
@@ -1047,14 +1066,19 @@ impl<'t, H: Handler> Worker<'t, H> {
         let Some(mut c) = self.conns[i].as_mut() else {
             return;
         };
-        if c.linger_deadline.is_some() {
-            return self.discard_input(i);
+        debug_assert!(c.unusual || !c.is_unusual());
+        if c.unusual {
+            if c.linger_deadline.is_some() {
+                return self.discard_input(i);
+            }
+            if c.closing
+                || c.peer_eof
+                || (c.source.is_some() && c.input.len() - c.start >= BODY_INPUT_CAP)
+            {
+                return;
+            }
         }
-        if c.closing
-            || c.peer_eof
-            || c.unsent() > self.config.output_high_water
-            || (c.source.is_some() && c.input.len() - c.start >= BODY_INPUT_CAP)
-        {
+        if c.unsent() > self.config.output_high_water {
             return;
         }
         let mut eof = false;
@@ -1156,6 +1180,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             // The client sent everything it will send; answer what is complete, then close
             // (`settle` closes once nothing complete is left).
             c.peer_eof = true;
+            c.unusual = true;
             if c.owed > 0 {
                 pay_owed(
                     &mut c.output,
@@ -1175,14 +1200,8 @@ impl<'t, H: Handler> Worker<'t, H> {
         }
         // `flush` then `arm`, with the usual case done here in one pass: a plain
         // connection whose responses are all in memory, not closing.
-        if c.tls.is_some()
-            || c.source.is_some()
-            || c.closing
-            || c.abort
-            || c.peer_eof
-            || c.linger_deadline.is_some()
-            || self.shutdown_deadline.is_some()
-        {
+        debug_assert!(c.unusual || !c.is_unusual());
+        if c.unusual || self.shutdown_deadline.is_some() {
             if c.owed > 0 {
                 pay_owed(
                     &mut c.output,
@@ -1192,7 +1211,12 @@ impl<'t, H: Handler> Worker<'t, H> {
                 );
             }
             self.flush(i);
-            return self.arm(i);
+            self.arm(i);
+            // Back to the fast path once nothing unusual is left (a body ended).
+            if let Some(c) = self.conns[i].as_mut() {
+                c.unusual = c.is_unusual();
+            }
+            return;
         }
         if c.owed > 0 && write_owed(c, self.now, &mut self.response_cache).is_err() {
             return self.drop_conn(i);
@@ -1341,6 +1365,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 };
                 if c.unsent() == 0 && c.source.is_none() {
                     c.closing = true;
+                    c.unusual = true;
                     return self.start_linger(i);
                 }
                 return self.flush(i);
@@ -1452,6 +1477,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                                 c.source = None;
                                 c.abort = true;
                                 c.closing = true;
+                                c.unusual = true;
                                 return Sent::Done;
                             }
                         }
@@ -1464,6 +1490,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                             c.source = None;
                             c.abort = true;
                             c.closing = true;
+                            c.unusual = true;
                             return Sent::Done;
                         }
                         Ok(n) => {
@@ -1519,6 +1546,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                             c.source = None;
                             c.abort = true;
                             c.closing = true;
+                            c.unusual = true;
                         }
                         StreamPoll::Ready if !data.is_empty() => {}
                         StreamPoll::Ready => {
@@ -1533,6 +1561,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                             if remaining.is_some_and(|r| r > 0) {
                                 c.abort = true;
                                 c.closing = true;
+                                c.unusual = true;
                             } else if *chunked {
                                 c.output.extend_from_slice(b"0\r\n\r\n");
                             }
@@ -1563,6 +1592,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             return self.drop_conn(i);
         }
         c.linger_deadline = Some(self.now + LINGER_MS);
+        c.unusual = true;
         c.input = Vec::new();
         c.output = Vec::new();
         c.start = 0;
@@ -1835,6 +1865,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             if let Some(source) = response.take_source() {
                 if has_source {
                     c.source = Some(Active::new(source, !http10));
+                    c.unusual = true;
                 }
             }
             c.start += consumed;
@@ -1846,12 +1877,14 @@ impl<'t, H: Handler> Worker<'t, H> {
                 c.head_since = Some(now);
                 if close {
                     c.closing = true;
+                    c.unusual = true;
                     return Next::Read;
                 }
             } else {
                 c.head_since = None;
                 if close {
                     c.closing = true;
+                    c.unusual = true;
                     return Next::Read;
                 }
                 // No input left (the usual end for a keep-alive client): the checks at
@@ -2034,6 +2067,7 @@ fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
     write_simple(&mut c.output, prefix, status, true);
     c.sink = None;
     c.closing = true;
+    c.unusual = true;
     c.start = c.input.len();
     Next::Read
 }
