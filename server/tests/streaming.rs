@@ -398,3 +398,38 @@ fn a_client_leaving_a_stream_it_cannot_be_read_from_is_noticed() {
         "every stream whose client left was closed"
     );
 }
+
+/// `StreamPoll::Pending(Some(d))` promises the next poll no earlier than `d`. The worker
+/// reads a coarse clock that trails the time by up to a few milliseconds; a deadline
+/// set from it without that margin fires early when it ends just before a timer-slot
+/// boundary and was set late in a clock tick, which the `/pace` stream of
+/// `mixed_bodies` arranges on purpose (see its `Pace`), beside a `/busy` stream that
+/// keeps the worker from sleeping through a clock tick. HTTP/1.0, so the body is the
+/// lines as they are, ended by the close.
+#[test]
+fn a_timed_stream_wait_never_ends_early() {
+    use std::io::Write;
+    let server = start_example("mixed_bodies", 1, &[]);
+    let mut busy = server.connect();
+    busy.write_all(b"GET /busy HTTP/1.0\r\n\r\n").unwrap();
+    let mut s = server.connect();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET /pace?n=24 HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let lines: Vec<(u64, u64)> = body[body.find("\r\n\r\n").expect("a head") + 4..]
+        .lines()
+        .map(|l| {
+            let (d, e) = l.split_once(' ').expect("d_us elapsed_us");
+            (d.parse().unwrap(), e.parse().unwrap())
+        })
+        .collect();
+    drop(busy);
+    assert_eq!(lines.len(), 24, "{body}");
+    let early: Vec<_> = lines.iter().filter(|&&(d, e)| e < d).collect();
+    assert!(
+        early.is_empty(),
+        "{} of 24 waits ended early (asked µs, took µs): {early:?}",
+        early.len()
+    );
+}
