@@ -3,9 +3,9 @@
 //! What it does: owned file descriptors, epoll, TCP sockets (`socket`, `bind`, `listen`,
 //! `accept4`, socket options), UDP and Unix-domain sockets, opening files beneath a
 //! directory with no way out of it (`openat2` with `RESOLVE_BENEATH`), random bytes
-//! (`getrandom`), the coarse monotonic clock, entering a network namespace (`setns`), `read`/`write`/`writev`, signals
-//! delivered through a `signalfd`, `RLIMIT_NOFILE`, and `fork`/`waitpid`/`kill` for
-//! prefork workers.
+//! (`getrandom`), the coarse monotonic clock, entering a network namespace (`setns`),
+//! `read`/`write`/`writev`, signals delivered through a `signalfd`, `RLIMIT_NOFILE`,
+//! and `fork`/`waitpid`/`kill` for prefork workers.
 //!
 //! What it does not do: no buffering, no event loop, no protocol. Every function is one
 //! system call (or a fixed, documented handful), returns [`std::io::Result`], and retries

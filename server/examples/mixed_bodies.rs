@@ -52,7 +52,7 @@ struct Pace {
 impl Pace {
     fn poll(&mut self, buf: &mut Vec<u8>, cx: &StreamContext<'_>) -> StreamPoll {
         let now = Instant::now();
-        let coarse = keel_linux::time::coarse_millis();
+        let coarse = keel_linux::time::coarse_millis().expect("the coarse clock");
         if let Some((began, d)) = self.waiting.take() {
             // The timer ended the wait: this poll runs at a slot boundary.
             if self.phase.is_some() {

@@ -18,7 +18,9 @@ pub enum StreamPoll {
     /// Nothing more for now. The worker polls again after the duration, if one is given,
     /// or when a [`Waker`] from [`StreamContext::waker`] is woken, whichever comes first.
     /// The duration is served by the worker's timer wheel, in 100 ms ticks: the poll
-    /// comes up to 100 ms late, never early (for finer pacing, wake from a thread).
+    /// comes up to about 110 ms late (the slots, and a margin of two kernel ticks for
+    /// the coarse clock the worker reads), never early (for finer pacing, wake from a
+    /// thread).
     /// `Pending(None)` with no waker kept anywhere waits until the client leaves or the
     /// server shuts down.
     Pending(Option<Duration>),

@@ -13,7 +13,9 @@
 //! dropped when it comes due). The work per turn is proportional to the entries that
 //! come due, never to the number of connections.
 //!
-//! Slots are [`TICK_MS`] wide; a deadline fires up to one tick late, never early.
+//! Slots are [`TICK_MS`] wide; a deadline fires up to one tick late, never early. (The
+//! worker's clock trails the time by a few milliseconds: it lengthens every deadline
+//! it files by that margin.)
 
 /// Milliseconds since the worker started.
 pub(crate) type Millis = u64;

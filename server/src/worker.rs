@@ -373,9 +373,14 @@ pub(crate) struct Worker<'t, H> {
     generations: Vec<u32>,
     /// When the worker started, on the coarse monotonic clock: `Millis` count from here.
     origin: Millis,
-    /// The time, read once per loop turn from the coarse monotonic clock (it trails
-    /// the time by less than its resolution, which every timeout is lengthened by).
+    /// The time, read once per loop turn from the coarse monotonic clock: it may trail
+    /// the time by a few milliseconds, so every deadline set from it is lengthened by
+    /// `clock_slack` (never early).
     now: Millis,
+    /// How far `now` may trail the time, at most: twice the coarse clock's
+    /// resolution (one tick, one more for a tick that runs late, and the truncation to
+    /// whole milliseconds within that), 8 ms at `CONFIG_HZ=250`.
+    clock_slack: Millis,
     /// A time and the wall-clock time read at it: the wall clock for the Date field is
     /// derived from `now` (one clock read per turn, not two) and read again once a
     /// minute, so clock adjustments show within a minute.
@@ -641,6 +646,8 @@ impl<'t, H: Handler> Worker<'t, H> {
         listener: OwnedFd,
         stop_signals: &SignalSet,
     ) -> io::Result<Self> {
+        let origin = keel_linux::time::coarse_millis()?;
+        let clock_slack = 2 * keel_linux::time::coarse_resolution_ms();
         let epoll = Epoll::new()?;
         epoll.add(&listener, LISTENER, Interest::READABLE)?;
         let signals = SignalFd::new(stop_signals)?;
@@ -672,7 +679,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             wheel: Wheel::new(),
             due: Vec::new(),
             generations: Vec::new(),
-            origin: keel_linux::time::coarse_millis(),
+            origin,
             now: 0,
             wall_base: (0, SystemTime::now()),
             date_due: 0,
@@ -682,9 +689,9 @@ impl<'t, H: Handler> Worker<'t, H> {
                 config.timeouts.keep_alive,
                 config.timeouts.write,
             ]
-            // `now` may trail the time by up to the clock's resolution when a deadline
-            // is set: lengthened by it, a timeout never ends early.
-            .map(|t| millis(t).saturating_add(keel_linux::time::coarse_resolution_ms())),
+            // Lengthened by the slack once here: deadlines are `now` plus these.
+            .map(|t| millis(t).saturating_add(clock_slack)),
+            clock_slack,
             log: Vec::new(),
             log_dropped: 0,
             wake,
@@ -705,7 +712,11 @@ impl<'t, H: Handler> Worker<'t, H> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
-            self.now = keel_linux::time::coarse_millis() - self.origin;
+            // It read at start-up, so it does not fail now (if it did, time would
+            // stand still for a turn).
+            if let Ok(t) = keel_linux::time::coarse_millis() {
+                self.now = t.saturating_sub(self.origin);
+            }
             if self.now >= self.date_due {
                 let wall = self.wall_clock();
                 self.date.refresh(wall);
@@ -958,7 +969,11 @@ impl<'t, H: Handler> Worker<'t, H> {
         if self.shutdown_deadline.is_some() {
             return;
         }
-        self.shutdown_deadline = Some(self.now + millis(self.config.shutdown_timeout));
+        self.shutdown_deadline = Some(
+            self.now
+                .saturating_add(millis(self.config.shutdown_timeout))
+                .saturating_add(self.clock_slack),
+        );
         if let Some(l) = self.listener.take() {
             let _ = self.epoll.delete(&l);
         }
@@ -1041,7 +1056,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                     // stays readable, so level-triggered epoll would wake us at once,
                     // forever. Take the listener out of epoll for a while instead.
                     if self.epoll.delete(listener).is_ok() {
-                        self.accept_paused_until = Some(self.now + ACCEPT_PAUSE_MS);
+                        self.accept_paused_until =
+                            Some(self.now + ACCEPT_PAUSE_MS + self.clock_slack);
                     }
                     return;
                 }
@@ -1390,6 +1406,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             wake,
             generations,
             now,
+            clock_slack,
             shutdown_deadline,
             ..
         } = self;
@@ -1555,7 +1572,9 @@ impl<'t, H: Handler> Worker<'t, H> {
                         }
                         StreamPoll::Pending(after) => {
                             *waiting = true;
-                            *wake_at = after.map(|d| now.saturating_add(millis(d).max(1)));
+                            *wake_at = after.map(|d| {
+                                now.saturating_add(millis(d).max(1).saturating_add(*clock_slack))
+                            });
                         }
                         StreamPoll::End => {
                             if remaining.is_some_and(|r| r > 0) {
@@ -1591,7 +1610,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         if socket::shutdown(&c.fd, Shutdown::Write).is_err() {
             return self.drop_conn(i);
         }
-        c.linger_deadline = Some(self.now + LINGER_MS);
+        c.linger_deadline = Some(self.now + LINGER_MS + self.clock_slack);
         c.unusual = true;
         c.input = Vec::new();
         c.output = Vec::new();
