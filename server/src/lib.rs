@@ -104,8 +104,9 @@ pub struct Config {
 
 /// How long a connection may take over each thing it does; each fires after it
 /// passes, never before, within about 110 ms (the timer's 100 ms slots, and a margin
-/// of two kernel ticks for the coarse clock the worker reads). A request begun but not complete gets `408 Request Timeout` and the
-/// connection closes; otherwise the connection just closes.
+/// of two kernel ticks for the coarse clock the worker reads). A request begun but not
+/// complete gets `408 Request Timeout` and the connection closes; otherwise the
+/// connection just closes.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
     /// From the first byte of a request head to its last (default 20 s). It does not
