@@ -38,6 +38,10 @@ pub struct Rounds {
     pub cpu_us_per_req: Vec<f64>,
     /// wrk's CPU use, percent of one CPU.
     pub wrk_cpu_pct: Vec<f64>,
+    /// Time stolen by the hypervisor during the round from the server's CPUs or wrk's,
+    /// whichever lost more, in percent of the round (see
+    /// [`crate::procfs::steal_ticks`]); NaN where the machine does not report it.
+    pub steal_pct: Vec<f64>,
     /// Peak PSS of the server's processes, KiB.
     pub peak_mem_kib: u64,
     /// Peak PSS of the largest serving process (a worker, not the supervisor), KiB.
@@ -63,12 +67,20 @@ pub struct ScenarioRow {
     pub p50_us: f64,
     /// Median of the rounds' p99 latency, µs.
     pub p99_us: f64,
+    /// Lowest round's p99 latency, µs.
+    pub p99_min_us: f64,
+    /// Highest round's p99 latency, µs.
+    pub p99_max_us: f64,
     /// Median server CPU per request, µs (user + system of all server processes).
     pub cpu_us_per_req: f64,
     /// System calls per request, when perf's tracepoints work.
     pub syscalls_per_req: Option<f64>,
     /// Median CPU use of wrk, percent of one CPU (above 90: the load generator limits).
     pub wrk_cpu_pct: f64,
+    /// Median over the rounds of the CPU time stolen by the hypervisor from the server's
+    /// CPUs or wrk's, whichever lost more, in percent of the round (`null` in JSON where
+    /// the machine does not report it).
+    pub steal_pct: f64,
     /// Peak PSS of the server processes, KiB.
     pub peak_mem_kib: u64,
     /// Peak PSS of one serving process (a worker), KiB.
@@ -100,6 +112,7 @@ pub struct Output {
 /// Summarizes rounds into a row.
 pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
     let (lo, hi) = range(&r.rps);
+    let (p99_lo, p99_hi) = range(&r.p99_us);
     ScenarioRow {
         scenario: scenario.into(),
         server: server.into(),
@@ -108,9 +121,12 @@ pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
         rps_max: hi,
         p50_us: median(&r.p50_us),
         p99_us: median(&r.p99_us),
+        p99_min_us: p99_lo,
+        p99_max_us: p99_hi,
         cpu_us_per_req: median(&r.cpu_us_per_req),
         syscalls_per_req: r.syscalls_per_req,
         wrk_cpu_pct: median(&r.wrk_cpu_pct),
+        steal_pct: median(&r.steal_pct),
         peak_mem_kib: r.peak_mem_kib,
         peak_worker_kib: r.peak_worker_kib,
     }
