@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 static STARTED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
 /// Records `pid`, a process keel-bench just started, for [`kill_started`].
-pub(crate) fn track(pid: i32) {
+pub fn track(pid: i32) {
     if let Ok(mut started) = STARTED.lock() {
         started.push(pid);
     }
 }
 
 /// Forgets `pid` (see [`track`]) once it has been stopped and collected.
-pub(crate) fn untrack(pid: i32) {
+pub fn untrack(pid: i32) {
     if let Ok(mut started) = STARTED.lock() {
         started.retain(|&p| p != pid);
     }

@@ -442,6 +442,10 @@ fn main() {
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::piped())
                     .spawn();
+                if let Ok(p) = &perf {
+                    // Killed with the servers if keel-bench is.
+                    servers::track(p.id() as i32);
+                }
                 std::thread::sleep(Duration::from_millis(200));
                 let run = wrk::WrkRun {
                     addr: r.addr,
@@ -458,7 +462,9 @@ fn main() {
                 if let Some(pid) = keel_linux::process::Pid::from_raw(p.id() as i32) {
                     let _ = keel_linux::process::kill(pid, keel_linux::process::Signal::INT);
                 }
+                let perf_pid = p.id() as i32;
                 let o = p.wait_with_output().ok();
+                servers::untrack(perf_pid);
                 let count: Option<f64> = o.and_then(|o| {
                     String::from_utf8_lossy(&o.stderr)
                         .lines()
