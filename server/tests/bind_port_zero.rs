@@ -1,0 +1,140 @@
+//! `Server::bind` on port 0, racing another `Server::bind` on port 0, in a network
+//! namespace the test creates whose ephemeral port range is a single port. Only one of
+//! the two may end up with that port: the workers of two servers that both reserved it
+//! would listen on it together (`SO_REUSEPORT`, same user) and the kernel would split
+//! each server's connections between them.
+//!
+//! Needs root and `ip` (Debian `iproute2`). Where the namespace cannot be created the
+//! test fails and says why, unless `KEEL_SKIP_NETNS=1` is set, in which case it prints
+//! that it skipped.
+
+use keel_server::{Config, Error, Server};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Barrier};
+
+/// The one ephemeral port of the namespace.
+const PORT: u16 = 40_000;
+
+fn run(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A network namespace with loopback up; deleted on drop.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run(&["ip", "netns", "del", &self.0]);
+    }
+}
+
+impl Netns {
+    fn create() -> Result<Netns, String> {
+        let mut rnd = [0u8; 3];
+        keel_linux::random::fill(&mut rnd).map_err(|e| e.to_string())?;
+        let ns = Netns(format!("keelb-{:02x}{:02x}{:02x}", rnd[0], rnd[1], rnd[2]));
+        run(&["ip", "netns", "add", &ns.0])?;
+        run(&["ip", "-n", &ns.0, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.0)
+    }
+}
+
+/// Binds a server to 127.0.0.1:0 from a thread inside the namespace.
+fn bind_port_zero() -> Result<Server, Error> {
+    let mut config = Config::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+    config.workers = 1;
+    Server::bind(config)
+}
+
+#[test]
+fn two_servers_binding_port_zero_at_once_never_share_a_port() {
+    let ns = match Netns::create() {
+        Ok(ns) => ns,
+        Err(e) if std::env::var("KEEL_SKIP_NETNS").as_deref() == Ok("1") => {
+            eprintln!("SKIPPED two_servers_binding_port_zero_at_once_never_share_a_port: cannot create a network namespace ({e}); KEEL_SKIP_NETNS=1");
+            return;
+        }
+        Err(e) => panic!(
+            "cannot create a network namespace for the port-0 bind test: {e}\n\
+             (needs root and iproute2; set KEEL_SKIP_NETNS=1 to skip)"
+        ),
+    };
+    let path = ns.path();
+    // The namespace's own sysctl: written from a thread inside it.
+    let range = path.clone();
+    std::thread::spawn(move || {
+        keel_linux::netns::enter_net_namespace(&range).expect("setns");
+        std::fs::write(
+            "/proc/sys/net/ipv4/ip_local_port_range",
+            format!("{PORT} {PORT}"),
+        )
+        .expect("set the namespace's ephemeral port range");
+    })
+    .join()
+    .expect("sysctl thread");
+
+    const ROUNDS: usize = 2_000;
+    let barrier = Arc::new(Barrier::new(2));
+    let racer = |barrier: Arc<Barrier>, path: PathBuf| {
+        std::thread::spawn(move || {
+            keel_linux::netns::enter_net_namespace(&path).expect("setns");
+            let mut results = Vec::with_capacity(ROUNDS);
+            for _ in 0..ROUNDS {
+                barrier.wait();
+                let bound = bind_port_zero();
+                // Both threads hold what they got until both have bound.
+                barrier.wait();
+                results.push(bound.map(|s| s.local_addr().port()));
+            }
+            results
+        })
+    };
+    let a = racer(barrier.clone(), path.clone());
+    let b = racer(barrier, path);
+    let (a, b) = (a.join().expect("racer a"), b.join().expect("racer b"));
+
+    let mut both = 0;
+    let mut neither = 0;
+    for (ra, rb) in a.iter().zip(&b) {
+        match (ra, rb) {
+            (Ok(pa), Ok(pb)) => {
+                assert_eq!((*pa, *pb), (PORT, PORT), "the only ephemeral port");
+                both += 1;
+            }
+            (Err(_), Err(_)) => neither += 1,
+            (Ok(p), Err(e)) | (Err(e), Ok(p)) => {
+                assert_eq!(*p, PORT);
+                assert!(
+                    matches!(e, Error::Bind { .. }),
+                    "the other bind fails with Error::Bind, not {e:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        both, 0,
+        "{both} of {ROUNDS} rounds gave both servers port {PORT}: their workers would share it"
+    );
+    assert_eq!(
+        neither, 0,
+        "{neither} of {ROUNDS} rounds gave neither server the free port"
+    );
+}
