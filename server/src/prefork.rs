@@ -60,16 +60,20 @@ impl Server {
             backlog: None,
             ..ListenOptions::default()
         };
-        let fd = socket::tcp_listener(config.addr, &probe).map_err(bind_err(config.addr))?;
-        config.addr = socket::local_addr(&fd).map_err(bind_err(config.addr))?;
-        drop(fd);
-        // Then the reservation the workers join.
+        let probe = socket::tcp_listener(config.addr, &probe).map_err(bind_err(config.addr))?;
+        config.addr = socket::local_addr(&probe).map_err(bind_err(config.addr))?;
+        // Then the reservation the workers join, bound while the probe still holds the
+        // port: both have SO_REUSEADDR and neither listens, so the kernel lets them share
+        // it, while a port-0 bind elsewhere never picks a port held so. Closing the probe
+        // first would free the port for a moment, and another server binding port 0
+        // then could reserve the same port and split its connections with this one.
         let opts = ListenOptions {
             reuse_port: true,
             backlog: None,
             ..ListenOptions::default()
         };
         let fd = socket::tcp_listener(config.addr, &opts).map_err(bind_err(config.addr))?;
+        drop(probe);
         Ok(Server {
             config,
             tls: None,
