@@ -88,11 +88,14 @@ pub fn ticks(pid: i32) -> Option<(u64, bool)> {
     Some((ut + st, f[0] == "Z"))
 }
 
-/// Time the hypervisor ran something else while CPUs `cpus` (a `taskset -c` list such
-/// as `0` or `0,1`) wanted to run this machine's tasks ("steal", the eighth figure of
-/// the CPU's line in `/proc/stat`), in clock ticks since boot; `None` where `/proc/stat`
-/// has no such figure (no paravirtual steal clock). Tasks are not charged for stolen
-/// time, so it shows as a stall of whatever ran there.
+/// Time the hypervisor ran something else while CPUs `cpus` (a comma-separated list
+/// of CPU numbers such as `0` or `0,1`; no ranges) had work to run ("steal", the
+/// eighth figure of the CPU's line in `/proc/stat`), in clock ticks
+/// ([`ticks_per_second`]) since boot. `None` when `/proc/stat` cannot be read or has
+/// no such CPU. Every kernel since 2.6.11 prints the figure, as 0 where the hypervisor
+/// does not report stolen time, so 0 does not prove that nothing was stolen. Stolen
+/// time stalls whatever was running there; with `CONFIG_PARAVIRT_TIME_ACCOUNTING` the
+/// kernel does not charge it to that task's CPU time either.
 pub fn steal_ticks(cpus: &str) -> Option<u64> {
     let stat = fs::read_to_string("/proc/stat").ok()?;
     steal_ticks_in(&stat, cpus)

@@ -2,12 +2,13 @@
 
 use serde::Serialize;
 
-/// Median of `v` (mean of the middle two for an even count); NaN when empty.
+/// Median of the finite values of `v` (mean of the middle two for an even count); NaN
+/// when there are none (a NaN stands for a figure a round could not measure).
 pub fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
         return f64::NAN;
     }
-    let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let m = s.len() / 2;
     if s.len() % 2 == 1 {
@@ -17,12 +18,17 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Minimum and maximum of `v`.
+/// Minimum and maximum of the finite values of `v`; NaN for both when there are none.
 pub fn range(v: &[f64]) -> (f64, f64) {
-    v.iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-            (lo.min(x), hi.max(x))
-        })
+    let finite = v.iter().copied().filter(|x| x.is_finite());
+    let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    if lo > hi {
+        (f64::NAN, f64::NAN)
+    } else {
+        (lo, hi)
+    }
 }
 
 /// Every round of one server in one scenario.
@@ -38,10 +44,17 @@ pub struct Rounds {
     pub cpu_us_per_req: Vec<f64>,
     /// wrk's CPU use, percent of one CPU.
     pub wrk_cpu_pct: Vec<f64>,
-    /// Time stolen by the hypervisor during the round from the server's CPUs or wrk's,
-    /// whichever lost more, in percent of the round (see
-    /// [`crate::procfs::steal_ticks`]); NaN where the machine does not report it.
+    /// Time stolen by the hypervisor during the round (see
+    /// [`crate::procfs::steal_ticks`]): the share of the round stolen from the server's
+    /// CPU plus the share stolen from wrk's, in percent; NaN where `/proc/stat` could not
+    /// be read.
     pub steal_pct: Vec<f64>,
+    /// Attempts at each round, failed ones included (more than 1: the round was run
+    /// again for stolen time).
+    pub attempts: Vec<usize>,
+    /// For each round, failed ones included: whether the attempt kept still had more
+    /// than the limit stolen.
+    pub disturbed: Vec<bool>,
     /// Peak PSS of the server's processes, KiB.
     pub peak_mem_kib: u64,
     /// Peak PSS of the largest serving process (a worker, not the supervisor), KiB.
@@ -77,14 +90,38 @@ pub struct ScenarioRow {
     pub syscalls_per_req: Option<f64>,
     /// Median CPU use of wrk, percent of one CPU (above 90: the load generator limits).
     pub wrk_cpu_pct: f64,
-    /// Median over the rounds of the CPU time stolen by the hypervisor from the server's
-    /// CPUs or wrk's, whichever lost more, in percent of the round (`null` in JSON where
-    /// the machine does not report it).
+    /// Median over the rounds of the CPU time stolen by the hypervisor: the share of the
+    /// round stolen from the server's CPU plus the share stolen from wrk's, in percent
+    /// (`null` in JSON where `/proc/stat` could not be read).
     pub steal_pct: f64,
+    /// Rounds run more than once because more than the limit was stolen.
+    pub rounds_run_again: usize,
+    /// Rounds whose best attempt still had more than the limit stolen.
+    pub rounds_over_steal_limit: usize,
+    /// Rounds whose latency was measured (of those the table row summarizes; a failed
+    /// latency probe leaves a pipelined round without).
+    pub rounds_with_latency: usize,
+    /// Every measured round, in order, for checking the medians against the stolen time.
+    pub rounds: Vec<RoundRow>,
     /// Peak PSS of the server processes, KiB.
     pub peak_mem_kib: u64,
     /// Peak PSS of one serving process (a worker), KiB.
     pub peak_worker_kib: u64,
+}
+
+/// One measured round of a [`ScenarioRow`].
+#[derive(Debug, Serialize, Clone)]
+pub struct RoundRow {
+    /// Requests per second.
+    pub rps: f64,
+    /// 99th percentile latency, µs (`null` when not measured).
+    pub p99_us: f64,
+    /// Server CPU per request, µs.
+    pub cpu_us_per_req: f64,
+    /// wrk's CPU use, percent of one CPU.
+    pub wrk_cpu_pct: f64,
+    /// Stolen time, as [`Rounds::steal_pct`].
+    pub steal_pct: f64,
 }
 
 /// One row of the JSON output's `instructions_per_request`.
@@ -127,6 +164,18 @@ pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
         syscalls_per_req: r.syscalls_per_req,
         wrk_cpu_pct: median(&r.wrk_cpu_pct),
         steal_pct: median(&r.steal_pct),
+        rounds_run_again: r.attempts.iter().filter(|&&a| a > 1).count(),
+        rounds_over_steal_limit: r.disturbed.iter().filter(|&&d| d).count(),
+        rounds_with_latency: r.p99_us.iter().filter(|x| x.is_finite()).count(),
+        rounds: (0..r.rps.len())
+            .map(|i| RoundRow {
+                rps: r.rps[i],
+                p99_us: r.p99_us[i],
+                cpu_us_per_req: r.cpu_us_per_req[i],
+                wrk_cpu_pct: r.wrk_cpu_pct[i],
+                steal_pct: r.steal_pct[i],
+            })
+            .collect(),
         peak_mem_kib: r.peak_mem_kib,
         peak_worker_kib: r.peak_worker_kib,
     }
@@ -210,4 +259,47 @@ pub fn svg(scenario: &str, rows: &[&ScenarioRow]) -> String {
     }
     s += "</svg>\n";
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_range_leave_out_rounds_that_measured_nothing() {
+        let v = [700.0, f64::NAN, 500.0, f64::NAN, 900.0];
+        assert_eq!(median(&v), 700.0);
+        assert_eq!(range(&v), (500.0, 900.0));
+        assert_eq!(median(&[f64::NAN, 4.0, 2.0]), 3.0);
+        assert!(median(&[f64::NAN, f64::NAN]).is_nan());
+        assert!(median(&[]).is_nan());
+        let (lo, hi) = range(&[f64::NAN]);
+        assert!(lo.is_nan() && hi.is_nan());
+    }
+
+    #[test]
+    fn a_row_counts_rounds_run_again_and_still_over_the_limit() {
+        let r = Rounds {
+            rps: vec![1.0, 2.0, 3.0],
+            p50_us: vec![1.0, 1.0, f64::NAN],
+            p99_us: vec![10.0, 30.0, f64::NAN],
+            cpu_us_per_req: vec![0.5, 0.6, 0.7],
+            wrk_cpu_pct: vec![90.0, 91.0, 92.0],
+            steal_pct: vec![0.2, 1.5, 0.4],
+            // The fourth round failed: counted in attempts, not among the measured.
+            attempts: vec![1, 3, 2, 3],
+            disturbed: vec![false, true, false, true],
+            ..Rounds::default()
+        };
+        let row = row("plaintext", "keel", &r);
+        assert_eq!(row.rounds_run_again, 3);
+        assert_eq!(row.rounds_over_steal_limit, 2);
+        assert_eq!(row.rounds_with_latency, 2);
+        assert_eq!(row.rounds.len(), 3);
+        assert_eq!(
+            (row.p99_us, row.p99_min_us, row.p99_max_us),
+            (20.0, 10.0, 30.0)
+        );
+        assert_eq!(row.steal_pct, 0.4);
+    }
 }

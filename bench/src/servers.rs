@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The root processes keel-bench started and has not yet stopped (servers, wrk), for
+/// The root processes keel-bench started and has not yet stopped (servers, wrk, perf), for
 /// [`kill_started`].
 static STARTED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 

@@ -94,11 +94,12 @@ const SCENARIOS: [Scenario; 3] = [
     },
 ];
 
-/// Stolen CPU time (see [`procfs::steal_ticks`]) above which a round is run again, in
-/// percent of the round's time on the server's CPUs or on wrk's, whichever lost more.
+/// Stolen CPU time (see [`procfs::steal_ticks`]) above which a round is run again: the
+/// share of the round stolen from the server's CPU plus the share stolen from wrk's,
+/// in percent (an upper bound on the share of the round with one of them stalled).
 const STEAL_LIMIT_PCT: f64 = 1.0;
 
-/// Attempts at one round before the least disturbed one is kept.
+/// Attempts at one round before the best one is kept.
 const MAX_ATTEMPTS: usize = 3;
 
 /// One server, one scenario, one wrk run (and, pipelined, the latency probe after it).
@@ -110,6 +111,8 @@ struct Measure<'a> {
     server_cpus: &'a str,
     wrk_cpus: &'a str,
     scratch: &'a Path,
+    /// The warm-up: wrk only, no latency probe.
+    warm_up: bool,
 }
 
 /// What [`Measure::run`] measured.
@@ -122,13 +125,30 @@ struct Attempt {
     peak_kib: u64,
     /// Peak PSS of the serving process, KiB.
     peak_worker_kib: u64,
-    /// CPU time stolen from the server's CPUs or wrk's, whichever lost more, in percent
-    /// of its time (NaN if unknown).
+    /// `steal_server_pct + steal_wrk_pct` (NaN when either is unknown).
     steal_pct: f64,
-    /// The part of it stolen from the server's CPUs, percent of their time.
+    /// Time stolen from the server's CPU while the attempt ran (wrk and, pipelined, the
+    /// probe), in percent of that time.
     steal_server_pct: f64,
-    /// The part of it stolen from wrk's CPU, percent of its time.
+    /// The same for wrk's CPU.
     steal_wrk_pct: f64,
+}
+
+impl Attempt {
+    /// Whether more of the round was stolen than [`STEAL_LIMIT_PCT`].
+    fn disturbed(&self) -> bool {
+        self.steal_pct > STEAL_LIMIT_PCT
+    }
+
+    /// Whether this attempt is better to keep than `other`: one that measured beats one
+    /// that failed, then the one with less stolen.
+    fn better(&self, other: &Attempt) -> bool {
+        match (self.res.is_ok(), other.res.is_ok()) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => self.steal_pct < other.steal_pct,
+        }
+    }
 }
 
 impl Measure<'_> {
@@ -171,7 +191,7 @@ impl Measure<'_> {
         // after wrk and outside the CPU and memory figures. If it fails, the wrk
         // figures stand and the latency is unknown.
         let res = res.map(|mut w| {
-            if sc.pipelined {
+            if sc.pipelined && !self.warm_up {
                 let request = client::request(r.addr, sc.path);
                 let probe = probe::pipelined_latency(&probe::ProbeRun {
                     addr: r.addr,
@@ -210,8 +230,8 @@ impl Measure<'_> {
         };
         let steal_server_pct = pct(steal0.0, self.server_cpus);
         let steal_wrk_pct = pct(steal0.1, self.wrk_cpus);
-        // A stall on either CPU holds up the requests in flight: the worse one counts.
-        let steal_pct = steal_server_pct.max(steal_wrk_pct);
+        // A stall on either CPU holds up the requests in flight.
+        let steal_pct = steal_server_pct + steal_wrk_pct;
         Attempt {
             res,
             cpu_ns,
@@ -320,9 +340,6 @@ fn main() {
 
     // 2. Load rounds, interleaved: for each round, each scenario, each server.
     let mut results: BTreeMap<(String, String), Rounds> = BTreeMap::new();
-    // Rounds run more than once for stolen CPU time, and rounds kept although every
-    // attempt had more than the limit stolen.
-    let (mut retried, mut disturbed) = (0usize, 0usize);
     if !args.instructions_only {
         let mut running: Vec<Running> = Vec::new();
         for name in &ok {
@@ -334,18 +351,19 @@ fn main() {
         let total = rounds * scenarios.len() * running.len();
         let mut done = 0;
         for round in 0..=rounds {
-            // Round 0 is the warm-up (1 s each), not recorded.
+            // Round 0 is the warm-up (1 s each, wrk only), not recorded.
             let d = if round == 0 {
                 Duration::from_secs(1)
             } else {
                 duration
             };
             for sc in &scenarios {
-                for r in running.iter() {
-                    if sc.name == "json" && !servers::serves_json(&r.name) {
-                        continue;
-                    }
-                    let measure = Measure {
+                let these: Vec<&Running> = running
+                    .iter()
+                    .filter(|r| sc.name != "json" || servers::serves_json(&r.name))
+                    .collect();
+                let measure = |r: &Running| {
+                    Measure {
                         server: r,
                         scenario: sc,
                         duration: d,
@@ -353,55 +371,67 @@ fn main() {
                         server_cpus: &server_cpus,
                         wrk_cpus: &wrk_cpus,
                         scratch: &scratch,
-                    };
-                    if round == 0 {
-                        let _ = measure.run();
-                        continue;
+                        warm_up: round == 0,
                     }
-                    done += 1;
-                    // A round the hypervisor disturbed is run again, and the least
-                    // disturbed attempt kept: stolen CPU time stalls the server or wrk,
-                    // and wrk's latency correction turns each stall into many late
-                    // samples, so a few such rounds decide every server's p99.
-                    let mut kept = measure.run();
-                    let mut last = (kept.steal_server_pct, kept.steal_wrk_pct);
-                    for attempt in 2..=MAX_ATTEMPTS {
-                        if kept.steal_pct.is_nan() || kept.steal_pct <= STEAL_LIMIT_PCT {
-                            break;
-                        }
-                        if attempt == 2 {
-                            retried += 1;
+                    .run()
+                };
+                // Every server once, then again those the hypervisor disturbed (more
+                // than STEAL_LIMIT_PCT stolen), up to MAX_ATTEMPTS each, after the
+                // others: a disturbance often outlasts one run, and the servers stay
+                // interleaved. Each keeps its best attempt (see `Attempt::better`).
+                // (best attempt, attempts, the last attempt's stolen shares)
+                let mut kept: Vec<(Attempt, usize, (f64, f64))> = these
+                    .iter()
+                    .map(|r| {
+                        let a = measure(r);
+                        let last = (a.steal_server_pct, a.steal_wrk_pct);
+                        (a, 1, last)
+                    })
+                    .collect();
+                if round == 0 {
+                    continue;
+                }
+                for attempt in 2..=MAX_ATTEMPTS {
+                    for (r, (best, attempts, last)) in these.iter().zip(kept.iter_mut()) {
+                        if !best.disturbed() {
+                            continue;
                         }
                         progress(&format!(
-                            "[{done}/{total}] round {round} {} {}: {:.1}% of the server's CPU time and {:.1}% of wrk's stolen, running it again (attempt {attempt} of {MAX_ATTEMPTS})",
+                            "round {round} {} {}: {:.1}% of the round stolen from the server's CPU and {:.1}% from wrk's, running it again (attempt {attempt} of {MAX_ATTEMPTS})",
                             sc.name, r.name, last.0, last.1
                         ));
-                        let again = measure.run();
-                        last = (again.steal_server_pct, again.steal_wrk_pct);
-                        if again.steal_pct < kept.steal_pct || kept.res.is_err() {
-                            kept = again;
+                        let again = measure(r);
+                        *attempts += 1;
+                        *last = (again.steal_server_pct, again.steal_wrk_pct);
+                        if again.better(best) {
+                            *best = again;
                         }
                     }
-                    if kept.steal_pct > STEAL_LIMIT_PCT {
-                        disturbed += 1;
-                    }
-                    match kept.res {
+                }
+                for (r, (a, attempts, _)) in these.iter().zip(kept) {
+                    done += 1;
+                    let e = results
+                        .entry((sc.name.to_string(), r.name.clone()))
+                        .or_default();
+                    e.attempts.push(attempts);
+                    e.disturbed.push(a.disturbed());
+                    match a.res {
                         Ok(w) => {
-                            let e = results
-                                .entry((sc.name.to_string(), r.name.clone()))
-                                .or_default();
-                            let cpu_us = kept.cpu_ns as f64 / 1e3 / w.requests.max(1) as f64;
+                            let cpu_us = a.cpu_ns as f64 / 1e3 / w.requests.max(1) as f64;
                             e.rps.push(w.rps);
                             e.p50_us.push(w.p50_us);
                             e.p99_us.push(w.p99_us);
                             e.cpu_us_per_req.push(cpu_us);
                             e.wrk_cpu_pct.push(w.wrk_cpu_pct);
-                            e.steal_pct.push(kept.steal_pct);
-                            e.peak_mem_kib = e.peak_mem_kib.max(kept.peak_kib);
-                            e.peak_worker_kib = e.peak_worker_kib.max(kept.peak_worker_kib);
+                            e.steal_pct.push(a.steal_pct);
+                            e.peak_mem_kib = e.peak_mem_kib.max(a.peak_kib);
+                            e.peak_worker_kib = e.peak_worker_kib.max(a.peak_worker_kib);
                             progress(&format!(
-                                "[{done}/{total}] round {round} {} {}: {:.0} req/s, p99 {:.0} µs, {:.3} µs CPU/req, wrk {:.0}% CPU, stolen {:.1}% / {:.1}% (server / wrk), {} KiB",
-                                sc.name, r.name, w.rps, w.p99_us, cpu_us, w.wrk_cpu_pct, kept.steal_server_pct, kept.steal_wrk_pct, kept.peak_kib
+                                "[{done}/{total}] round {round} {} {}: {:.0} req/s, p99 {:.0} µs, {:.3} µs CPU/req, wrk {:.0}% CPU, {:.1}% + {:.1}% of the round stolen (server + wrk CPU){}, {} KiB",
+                                sc.name, r.name, w.rps, w.p99_us, cpu_us, w.wrk_cpu_pct,
+                                a.steal_server_pct, a.steal_wrk_pct,
+                                if attempts > 1 { format!(", best of {attempts} attempts") } else { String::new() },
+                                a.peak_kib
                             ));
                         }
                         Err(e) => progress(&format!(
@@ -601,24 +631,19 @@ fn main() {
                 format!("{:.2}", k.cpu_us_per_req / r.cpu_us_per_req)
             });
             md += &format!(
-                "| {} | {:.0} ({:.0}–{:.0}) | {} | {} ({}–{}) | {:.3} | {} | {:.0}{} | {} | {} / {} | {} |\n",
+                "| {} | {:.0} ({:.0}–{:.0}) | {} | {}{} | {:.3} | {} | {:.0}{} | {} | {} / {} | {} |\n",
                 r.server,
                 r.rps,
                 r.rps_min,
                 r.rps_max,
                 us(r.p50_us),
                 us(r.p99_us),
-                us(r.p99_min_us),
-                us(r.p99_max_us),
+                p99_range_cell(r),
                 r.cpu_us_per_req,
                 r.syscalls_per_req.map_or("–".into(), |v| format!("{v:.2}")),
                 r.wrk_cpu_pct,
                 flag,
-                if r.steal_pct.is_finite() {
-                    format!("{:.1}", r.steal_pct)
-                } else {
-                    "–".into()
-                },
+                stolen_cell(r),
                 r.peak_mem_kib,
                 r.peak_worker_kib,
                 ratio
@@ -642,7 +667,7 @@ fn main() {
     }
     if !rows.is_empty() {
         md += "⚠: wrk used more than 90% of its CPU, so requests/s there measures the load generator, not the server. On this 2-CPU machine steer by server CPU per request and instructions per request.\n\n";
-        md += &format!("CPU stolen: the median over the rounds of the time the hypervisor ran something else while the server's CPU or wrk's had work (the steal figure of /proc/stat), in percent of the round, for whichever of the two lost more. It stalls whatever ran there, and wrk's latency correction turns each stall into many late samples, so a few disturbed rounds would decide p99. A round with more than {STEAL_LIMIT_PCT}% stolen is run again, up to {MAX_ATTEMPTS} attempts, and the least disturbed attempt is kept: {retried} of the rounds were run again, and {disturbed} kept more than {STEAL_LIMIT_PCT}% stolen after {MAX_ATTEMPTS} attempts. – where the machine does not report stolen time.\n\n");
+        md += &format!("CPU stolen: the median over the rounds of the time the hypervisor ran something else while the server's CPU or wrk's had work (the steal figure of /proc/stat): the share of the round stolen from the server's CPU plus the share stolen from wrk's, in percent. A stolen stretch stalls the requests in flight, and in the keep-alive scenarios wrk's latency correction turns each stall into many late samples, so a few disturbed rounds would decide p99. A round with more than {STEAL_LIMIT_PCT}% stolen is run again after the other servers' runs of that round, up to {MAX_ATTEMPTS} attempts, and the attempt with the least stolen is kept; the cell says how many rounds were run again, and how many still had more than {STEAL_LIMIT_PCT}% stolen in the attempt kept. 0 also where the hypervisor does not report stolen time.\n\n");
         md += "keel CPU/req ÷ this: below 1.00, keel uses less CPU per request than that server. Peak PSS: all the server's processes together / the one process that serves (keel and nginx run a parent and one worker).\n\n";
     }
     if !instr.is_empty() {
@@ -690,6 +715,34 @@ fn main() {
 }
 
 /// A latency in µs, or "–" when wrk could not tell.
+/// The table's min–max of p99 after its median, with the number of rounds it comes
+/// from when a latency probe failed in some.
+fn p99_range_cell(r: &report::ScenarioRow) -> String {
+    if !r.p99_min_us.is_finite() {
+        return String::new();
+    }
+    let n = if r.rounds_with_latency < r.rounds.len() {
+        format!(", {} of {} rounds", r.rounds_with_latency, r.rounds.len())
+    } else {
+        String::new()
+    };
+    format!(" ({}–{}{n})", us(r.p99_min_us), us(r.p99_max_us))
+}
+
+/// The table's CPU stolen cell: the median, and the rounds run again for it.
+fn stolen_cell(r: &report::ScenarioRow) -> String {
+    let median = if r.steal_pct.is_finite() {
+        format!("{:.1}", r.steal_pct)
+    } else {
+        "–".into()
+    };
+    match (r.rounds_run_again, r.rounds_over_steal_limit) {
+        (0, 0) => median,
+        (again, 0) => format!("{median} ({again} run again)"),
+        (again, over) => format!("{median} ({again} run again, {over} still over)"),
+    }
+}
+
 fn us(v: f64) -> String {
     if v.is_finite() {
         format!("{v:.0}")
@@ -719,4 +772,49 @@ fn callgrind_total(dir: &Path) -> Result<f64, String> {
         return Err(format!("no callgrind output in {}", dir.display()));
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(ok: bool, steal_pct: f64) -> Attempt {
+        Attempt {
+            res: if ok {
+                Ok(wrk::WrkResult {
+                    rps: 1.0,
+                    requests: 1,
+                    p50_us: 1.0,
+                    p99_us: 1.0,
+                    wrk_cpu_pct: 1.0,
+                    output: String::new(),
+                })
+            } else {
+                Err("failed".into())
+            },
+            cpu_ns: 0,
+            peak_kib: 0,
+            peak_worker_kib: 0,
+            steal_pct,
+            steal_server_pct: steal_pct / 2.0,
+            steal_wrk_pct: steal_pct / 2.0,
+        }
+    }
+
+    #[test]
+    fn an_attempt_that_measured_beats_one_that_failed_whatever_was_stolen() {
+        assert!(attempt(true, 5.0).better(&attempt(false, 0.0)));
+        assert!(!attempt(false, 0.0).better(&attempt(true, 5.0)));
+        assert!(attempt(true, 0.5).better(&attempt(true, 2.0)));
+        assert!(!attempt(true, 2.0).better(&attempt(true, 0.5)));
+        assert!(!attempt(true, 2.0).better(&attempt(true, 2.0)));
+    }
+
+    #[test]
+    fn only_more_than_the_limit_stolen_disturbs_a_round() {
+        assert!(!attempt(true, STEAL_LIMIT_PCT).disturbed());
+        assert!(attempt(true, STEAL_LIMIT_PCT + 0.1).disturbed());
+        // Unknown stolen time runs nothing again.
+        assert!(!attempt(true, f64::NAN).disturbed());
+    }
 }
