@@ -45,7 +45,7 @@ struct Args {
     /// wrk connections.
     #[arg(long, default_value_t = 64)]
     connections: usize,
-    /// Results folder [default: bench/results/<UTC time>].
+    /// Results folder [default: bench/results/run-<unix time>].
     #[arg(long)]
     out: Option<PathBuf>,
     /// Also write the figures as JSON here.
@@ -667,7 +667,7 @@ fn main() {
     }
     if !rows.is_empty() {
         md += "⚠: wrk used more than 90% of its CPU, so requests/s there measures the load generator, not the server. On this 2-CPU machine steer by server CPU per request and instructions per request.\n\n";
-        md += &format!("CPU stolen: the median over the rounds of the time the hypervisor ran something else while the server's CPU or wrk's had work (the steal figure of /proc/stat): the share of the round stolen from the server's CPU plus the share stolen from wrk's, in percent. A stolen stretch stalls the requests in flight, and in the keep-alive scenarios wrk's latency correction turns each stall into many late samples, so a few disturbed rounds would decide p99. A round with more than {STEAL_LIMIT_PCT}% stolen is run again after the other servers' runs of that round, up to {MAX_ATTEMPTS} attempts, and the attempt with the least stolen is kept; the cell says how many rounds were run again, and how many still had more than {STEAL_LIMIT_PCT}% stolen in the attempt kept. 0 also where the hypervisor does not report stolen time.\n\n");
+        md += &format!("CPU stolen: the median over the rounds of the time the hypervisor ran something else while the server's CPU or wrk's had work (the steal figure of /proc/stat): the share of the round stolen from the server's CPU plus the share stolen from wrk's, in percent. A stolen stretch stalls the requests in flight, and in the keep-alive scenarios wrk's latency correction turns each stall into many late samples, so a few disturbed rounds would decide p99. A run with more than {STEAL_LIMIT_PCT}% stolen is run again after the other servers' runs of that scenario in that round, up to {MAX_ATTEMPTS} attempts, and the attempt with the least stolen is kept; the cell says how many rounds were run again, and how many still had more than {STEAL_LIMIT_PCT}% stolen in the attempt kept. 0 also where the hypervisor does not report stolen time.\n\n");
         md += "keel CPU/req ÷ this: below 1.00, keel uses less CPU per request than that server. Peak PSS: all the server's processes together / the one process that serves (keel and nginx run a parent and one worker).\n\n";
     }
     if !instr.is_empty() {
