@@ -403,9 +403,15 @@ fn main() {
                         let again = measure(r);
                         *attempts += 1;
                         *last = (again.steal_server_pct, again.steal_wrk_pct);
+                        // Memory peaks are the server's whichever attempt is kept.
+                        let peaks = (
+                            best.peak_kib.max(again.peak_kib),
+                            best.peak_worker_kib.max(again.peak_worker_kib),
+                        );
                         if again.better(best) {
                             *best = again;
                         }
+                        (best.peak_kib, best.peak_worker_kib) = peaks;
                     }
                 }
                 for (r, (a, attempts, _)) in these.iter().zip(kept) {
