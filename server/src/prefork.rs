@@ -29,7 +29,9 @@ pub struct Server {
     config: Config,
     /// Serve HTTPS with this configuration; plain HTTP when `None`.
     tls: Option<std::sync::Arc<keel_tls::ServerConfig>>,
-    /// Holds the port while workers come and go.
+    /// Holds the port against port-0 binds while workers come and go. Being bound but
+    /// not listening, it does not stop an explicit bind to the port with SO_REUSEADDR
+    /// followed by `listen` while no worker listens.
     _reservation: OwnedFd,
 }
 
@@ -64,7 +66,8 @@ impl Server {
         config.addr = socket::local_addr(&probe).map_err(bind_err(config.addr))?;
         // Then the reservation the workers join, bound while the probe still holds the
         // port: both have SO_REUSEADDR and neither listens, so the kernel lets them share
-        // it, while a port-0 bind elsewhere never picks a port held so. Closing the probe
+        // it, while a port-0 bind elsewhere does not pick a port held so (unless
+        // net.ipv4.ip_autobind_reuse is 1, which is not the default). Closing the probe
         // first would free the port for a moment, and another server binding port 0
         // then could reserve the same port and split its connections with this one.
         let opts = ListenOptions {

@@ -46,8 +46,10 @@ impl Netns {
     fn create() -> Result<Netns, String> {
         let mut rnd = [0u8; 3];
         keel_linux::random::fill(&mut rnd).map_err(|e| e.to_string())?;
-        let ns = Netns(format!("keelb-{:02x}{:02x}{:02x}", rnd[0], rnd[1], rnd[2]));
-        run(&["ip", "netns", "add", &ns.0])?;
+        let name = format!("keelb-{:02x}{:02x}{:02x}", rnd[0], rnd[1], rnd[2]);
+        run(&["ip", "netns", "add", &name])?;
+        // Only now ours to delete: a name already taken belongs to someone else.
+        let ns = Netns(name);
         run(&["ip", "-n", &ns.0, "link", "set", "lo", "up"])?;
         Ok(ns)
     }
@@ -91,25 +93,34 @@ fn two_servers_binding_port_zero_at_once_never_share_a_port() {
     .join()
     .expect("sysctl thread");
 
-    const ROUNDS: usize = 2_000;
+    // Enough rounds to catch the old code on one CPU too, where the two racers
+    // interleave less often: 2,000 rounds caught it in 5 of 5 runs on two CPUs but 3 of
+    // 5 on one; 10,000 caught it in 4 of 4 on one CPU (1 to 5 rounds shared each).
+    const ROUNDS: usize = 10_000;
     let barrier = Arc::new(Barrier::new(2));
     let racer = |barrier: Arc<Barrier>, path: PathBuf| {
         std::thread::spawn(move || {
-            keel_linux::netns::enter_net_namespace(&path).expect("setns");
+            // A racer that cannot enter still keeps step, so the other never waits on
+            // the barrier for it; the test fails on `entered` below.
+            let entered = keel_linux::netns::enter_net_namespace(&path);
             let mut results = Vec::with_capacity(ROUNDS);
             for _ in 0..ROUNDS {
                 barrier.wait();
-                let bound = bind_port_zero();
+                let bound = entered.is_ok().then(bind_port_zero);
                 // Both threads hold what they got until both have bound.
                 barrier.wait();
-                results.push(bound.map(|s| s.local_addr().port()));
+                results.push(bound.map(|b| b.map(|s| s.local_addr().port())));
             }
-            results
+            (entered, results)
         })
     };
     let a = racer(barrier.clone(), path.clone());
     let b = racer(barrier, path);
-    let (a, b) = (a.join().expect("racer a"), b.join().expect("racer b"));
+    let ((entered_a, a), (entered_b, b)) = (a.join().expect("racer a"), b.join().expect("racer b"));
+    entered_a.expect("racer a enters the namespace");
+    entered_b.expect("racer b enters the namespace");
+    let a: Vec<_> = a.into_iter().flatten().collect();
+    let b: Vec<_> = b.into_iter().flatten().collect();
 
     let mut both = 0;
     let mut neither = 0;
