@@ -12,9 +12,14 @@ use keel_server::{header, Config, Header, Request, Response, Server, StreamConte
 use std::time::{Duration, Instant, SystemTime};
 
 #[derive(Parser)]
+#[command(
+    about = "Responses of every kind from one server: a fixture of keel-server's tests (pipelining, the output high-water mark, timed stream waits)"
+)]
 struct Args {
+    /// Address to listen on, `IP:PORT` (port 0 picks a free port).
     #[arg(long, value_parser = |s: &str| keel_net::parse_socket_addr(s).map_err(|e| e.to_string()))]
     addr: std::net::SocketAddr,
+    /// Worker processes [default: one per CPU].
     #[arg(long)]
     workers: Option<usize>,
 }
