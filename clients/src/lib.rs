@@ -1,4 +1,5 @@
 //! keel-clients: protocol clients (PostgreSQL, Redis, HTTP, OpenAI/Anthropic).
 //!
 //! **Not implemented yet.** This crate is an empty placeholder in the workspace so the
-//! layering of `DESIGN.md` is visible from the start; it exports nothing and does nothing.
+//! layering (see the README: `clients` drives the I/O-free cores over `net`
+//! and `linux`) is visible from the start; it exports nothing and does nothing.
