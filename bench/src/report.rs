@@ -34,21 +34,8 @@ pub fn range(v: &[f64]) -> (f64, f64) {
 /// Every round of one server in one scenario.
 #[derive(Debug, Default, Clone)]
 pub struct Rounds {
-    /// Requests per second, one per round.
-    pub rps: Vec<f64>,
-    /// Median latency, µs.
-    pub p50_us: Vec<f64>,
-    /// 99th percentile latency, µs.
-    pub p99_us: Vec<f64>,
-    /// Server CPU per request, µs.
-    pub cpu_us_per_req: Vec<f64>,
-    /// wrk's CPU use, percent of one CPU.
-    pub wrk_cpu_pct: Vec<f64>,
-    /// Time stolen by the hypervisor during the round (see
-    /// [`crate::procfs::steal_ticks`]): the share of the round stolen from the server's
-    /// CPU plus the share stolen from wrk's, in percent; NaN where `/proc/stat` could not
-    /// be read.
-    pub steal_pct: Vec<f64>,
+    /// Each measured round's figures, in order (a failed round has none).
+    pub measured: Vec<RoundRow>,
     /// Attempts at each round, failed ones included (more than 1: the round was run
     /// again for stolen time).
     pub attempts: Vec<usize>,
@@ -114,13 +101,18 @@ pub struct ScenarioRow {
 pub struct RoundRow {
     /// Requests per second.
     pub rps: f64,
+    /// Median latency, µs (`null` when not measured).
+    pub p50_us: f64,
     /// 99th percentile latency, µs (`null` when not measured).
     pub p99_us: f64,
     /// Server CPU per request, µs.
     pub cpu_us_per_req: f64,
     /// wrk's CPU use, percent of one CPU.
     pub wrk_cpu_pct: f64,
-    /// Stolen time, as [`Rounds::steal_pct`].
+    /// Time stolen by the hypervisor during the round (see
+    /// [`crate::procfs::steal_ticks`]): the share of the round stolen from the server's
+    /// CPU plus the share stolen from wrk's, in percent (`null` where `/proc/stat` could
+    /// not be read).
     pub steal_pct: f64,
 }
 
@@ -148,34 +140,28 @@ pub struct Output {
 
 /// Summarizes rounds into a row.
 pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
-    let (lo, hi) = range(&r.rps);
-    let (p99_lo, p99_hi) = range(&r.p99_us);
+    let each = |f: fn(&RoundRow) -> f64| r.measured.iter().map(f).collect::<Vec<f64>>();
+    let (rps, p99) = (each(|m| m.rps), each(|m| m.p99_us));
+    let (lo, hi) = range(&rps);
+    let (p99_lo, p99_hi) = range(&p99);
     ScenarioRow {
         scenario: scenario.into(),
         server: server.into(),
-        rps: median(&r.rps),
+        rps: median(&rps),
         rps_min: lo,
         rps_max: hi,
-        p50_us: median(&r.p50_us),
-        p99_us: median(&r.p99_us),
+        p50_us: median(&each(|m| m.p50_us)),
+        p99_us: median(&p99),
         p99_min_us: p99_lo,
         p99_max_us: p99_hi,
-        cpu_us_per_req: median(&r.cpu_us_per_req),
+        cpu_us_per_req: median(&each(|m| m.cpu_us_per_req)),
         syscalls_per_req: r.syscalls_per_req,
-        wrk_cpu_pct: median(&r.wrk_cpu_pct),
-        steal_pct: median(&r.steal_pct),
+        wrk_cpu_pct: median(&each(|m| m.wrk_cpu_pct)),
+        steal_pct: median(&each(|m| m.steal_pct)),
         rounds_run_again: r.attempts.iter().filter(|&&a| a > 1).count(),
         rounds_over_steal_limit: r.disturbed.iter().filter(|&&d| d).count(),
-        rounds_with_latency: r.p99_us.iter().filter(|x| x.is_finite()).count(),
-        rounds: (0..r.rps.len())
-            .map(|i| RoundRow {
-                rps: r.rps[i],
-                p99_us: r.p99_us[i],
-                cpu_us_per_req: r.cpu_us_per_req[i],
-                wrk_cpu_pct: r.wrk_cpu_pct[i],
-                steal_pct: r.steal_pct[i],
-            })
-            .collect(),
+        rounds_with_latency: p99.iter().filter(|x| x.is_finite()).count(),
+        rounds: r.measured.clone(),
         peak_mem_kib: r.peak_mem_kib,
         peak_worker_kib: r.peak_worker_kib,
     }
@@ -279,13 +265,20 @@ mod tests {
 
     #[test]
     fn a_row_counts_rounds_run_again_and_still_over_the_limit() {
+        let round = |rps, p99_us, steal_pct| RoundRow {
+            rps,
+            p50_us: p99_us / 10.0,
+            p99_us,
+            cpu_us_per_req: 0.5,
+            wrk_cpu_pct: 90.0,
+            steal_pct,
+        };
         let r = Rounds {
-            rps: vec![1.0, 2.0, 3.0],
-            p50_us: vec![1.0, 1.0, f64::NAN],
-            p99_us: vec![10.0, 30.0, f64::NAN],
-            cpu_us_per_req: vec![0.5, 0.6, 0.7],
-            wrk_cpu_pct: vec![90.0, 91.0, 92.0],
-            steal_pct: vec![0.2, 1.5, 0.4],
+            measured: vec![
+                round(1.0, 10.0, 0.2),
+                round(2.0, 30.0, 1.5),
+                round(3.0, f64::NAN, 0.4),
+            ],
             // The fourth round failed: counted in attempts, not among the measured.
             attempts: vec![1, 3, 2, 3],
             disturbed: vec![false, true, false, true],

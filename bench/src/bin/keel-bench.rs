@@ -125,8 +125,6 @@ struct Attempt {
     peak_kib: u64,
     /// Peak PSS of the serving process, KiB.
     peak_worker_kib: u64,
-    /// `steal_server_pct + steal_wrk_pct` (NaN when either is unknown).
-    steal_pct: f64,
     /// Time stolen from the server's CPU while the attempt ran (wrk and, pipelined, the
     /// probe), in percent of that time.
     steal_server_pct: f64,
@@ -135,9 +133,16 @@ struct Attempt {
 }
 
 impl Attempt {
+    /// The share of the round stolen from the server's CPU plus that from wrk's, in
+    /// percent: a stall on either holds up the requests in flight (NaN when either is
+    /// unknown).
+    fn steal_pct(&self) -> f64 {
+        self.steal_server_pct + self.steal_wrk_pct
+    }
+
     /// Whether more of the round was stolen than [`STEAL_LIMIT_PCT`].
     fn disturbed(&self) -> bool {
-        self.steal_pct > STEAL_LIMIT_PCT
+        self.steal_pct() > STEAL_LIMIT_PCT
     }
 
     /// Whether this attempt is better to keep than `other`: one that measured beats one
@@ -146,7 +151,7 @@ impl Attempt {
         match (self.res.is_ok(), other.res.is_ok()) {
             (true, false) => true,
             (false, true) => false,
-            _ => self.steal_pct < other.steal_pct,
+            _ => self.steal_pct() < other.steal_pct(),
         }
     }
 }
@@ -230,14 +235,11 @@ impl Measure<'_> {
         };
         let steal_server_pct = pct(steal0.0, self.server_cpus);
         let steal_wrk_pct = pct(steal0.1, self.wrk_cpus);
-        // A stall on either CPU holds up the requests in flight.
-        let steal_pct = steal_server_pct + steal_wrk_pct;
         Attempt {
             res,
             cpu_ns,
             peak_kib,
             peak_worker_kib,
-            steal_pct,
             steal_server_pct,
             steal_wrk_pct,
         }
@@ -421,15 +423,18 @@ fn main() {
                         .or_default();
                     e.attempts.push(attempts);
                     e.disturbed.push(a.disturbed());
+                    let steal_pct = a.steal_pct();
                     match a.res {
                         Ok(w) => {
                             let cpu_us = a.cpu_ns as f64 / 1e3 / w.requests.max(1) as f64;
-                            e.rps.push(w.rps);
-                            e.p50_us.push(w.p50_us);
-                            e.p99_us.push(w.p99_us);
-                            e.cpu_us_per_req.push(cpu_us);
-                            e.wrk_cpu_pct.push(w.wrk_cpu_pct);
-                            e.steal_pct.push(a.steal_pct);
+                            e.measured.push(report::RoundRow {
+                                rps: w.rps,
+                                p50_us: w.p50_us,
+                                p99_us: w.p99_us,
+                                cpu_us_per_req: cpu_us,
+                                wrk_cpu_pct: w.wrk_cpu_pct,
+                                steal_pct,
+                            });
                             e.peak_mem_kib = e.peak_mem_kib.max(a.peak_kib);
                             e.peak_worker_kib = e.peak_worker_kib.max(a.peak_worker_kib);
                             progress(&format!(
@@ -801,7 +806,6 @@ mod tests {
             cpu_ns: 0,
             peak_kib: 0,
             peak_worker_kib: 0,
-            steal_pct,
             steal_server_pct: steal_pct / 2.0,
             steal_wrk_pct: steal_pct / 2.0,
         }
