@@ -1,9 +1,11 @@
 //! keel-server: an HTTP/1.1 server with one epoll loop per process and prefork workers.
 //!
-//! What it does: a parent process binds the address, forks `workers` processes (default:
-//! one per CPU), and supervises them: it restarts a worker that dies and, on `SIGTERM` or
-//! `SIGINT`, stops them all and exits. Each worker opens its own `SO_REUSEPORT` listener
-//! on the same address, so the kernel spreads connections among them, and runs one
+//! What it does: a parent process opens one `SO_REUSEPORT` listening socket per worker on
+//! the address (the kernel spreads connections among them), forks `workers` processes
+//! (default: one per CPU), and supervises them: it restarts a worker that dies on the
+//! same socket and, on `SIGTERM` or `SIGINT`, stops them all and exits. The parent holds
+//! the sockets until it stops, so the port stays taken even while no worker listens.
+//! Each worker accepts from its own socket and runs one
 //! single-threaded epoll loop: accept, read, parse every complete request
 //! ([`keel_http`], pipelining included), call the [`Handler`], and write all the
 //! responses of a connection with one `write` per loop turn. The parent never accepts a
@@ -179,8 +181,9 @@ pub enum Error {
     /// `workers` was 0.
     #[error("the server needs at least one worker")]
     NoWorkers,
-    /// A worker process failed to start: `fork` failed, or the worker could not set up
-    /// its listener or event loop (the message says which).
+    /// A worker process failed to start: `fork` failed, the socket of a restarted
+    /// worker could not be made, or the worker could not set up its event loop (the
+    /// message says which).
     #[error("worker failed to start: {0}")]
     WorkerStart(String),
     /// A system call of the supervising parent failed.

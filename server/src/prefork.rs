@@ -21,29 +21,39 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// A bound server, ready to [`run`](Server::run).
 ///
-/// [`Server::bind`] reserves the address in the parent process (bound, never listening,
-/// so the parent receives no connection) and resolves port 0; each worker then binds the
-/// same address with `SO_REUSEPORT` and listens.
+/// [`Server::bind`] makes one listening socket per worker, all on the same address with
+/// `SO_REUSEPORT` (the kernel spreads new connections over them), and the parent process
+/// holds them until the server stops, as nginx's master process does. Each worker
+/// inherits its own socket and accepts from it; the parent never accepts. So the port is
+/// held by a listening socket from `bind` on, also while no worker listens (before the
+/// first ones start, and while a dead one waits to be replaced), and connections queued
+/// on a dead worker's socket wait for its replacement instead of being reset.
 #[derive(Debug)]
 pub struct Server {
     config: Config,
     /// Serve HTTPS with this configuration; plain HTTP when `None`.
     tls: Option<std::sync::Arc<keel_tls::ServerConfig>>,
-    /// Holds the port against port-0 binds while workers come and go. Being bound but
-    /// not listening, it does not stop an explicit bind to the port with SO_REUSEADDR
-    /// followed by `listen` while no worker listens.
-    _reservation: OwnedFd,
+    /// One listening socket per worker, `config.workers` of them.
+    listeners: Vec<OwnedFd>,
 }
 
 struct Slot {
     pid: Option<Pid>,
+    /// The listening socket this slot's workers inherit, held across their restarts.
+    /// `None` while the slot backs off and another slot's worker serves (see
+    /// [`release_backing_off`]); made anew when the slot restarts.
+    listener: Option<OwnedFd>,
     started: Instant,
     restart_at: Option<Instant>,
     quick_deaths: u32,
 }
 
 impl Server {
-    /// Reserves `config.addr` (with `SO_REUSEADDR` and `SO_REUSEPORT`) and resolves port 0.
+    /// Binds `config.addr` and listens on it with `config.workers` sockets (each with
+    /// `SO_REUSEADDR` and `SO_REUSEPORT`, backlog 4096), resolving port 0. From here
+    /// on, connections are accepted by the kernel and queue until the workers of
+    /// [`Server::run`] take them; dropping the `Server` unrun closes the sockets and
+    /// resets what queued.
     ///
     /// # Errors
     /// [`Error::Bind`] when the address cannot be bound, including when another process
@@ -64,23 +74,22 @@ impl Server {
         };
         let probe = socket::tcp_listener(config.addr, &probe).map_err(bind_err(config.addr))?;
         config.addr = socket::local_addr(&probe).map_err(bind_err(config.addr))?;
-        // Then the reservation the workers join, bound while the probe still holds the
-        // port: both have SO_REUSEADDR and neither listens, so the kernel lets them share
-        // it, while a port-0 bind elsewhere does not pick a port held so (unless
-        // net.ipv4.ip_autobind_reuse is 1, which is not the default). Closing the probe
-        // first would free the port for a moment, and another server binding port 0
-        // then could reserve the same port and split its connections with this one.
-        let opts = ListenOptions {
-            reuse_port: true,
-            backlog: None,
-            ..ListenOptions::default()
-        };
-        let fd = socket::tcp_listener(config.addr, &opts).map_err(bind_err(config.addr))?;
+        // Then the workers' sockets, bound and listening while the probe still holds
+        // the port: the probe has SO_REUSEADDR and does not listen, so the kernel lets
+        // them join it. Closing the probe first would free the port for a moment, and
+        // another server binding port 0 then could take it. Once they listen, the
+        // port is taken for everyone but sockets of this user with SO_REUSEPORT (which
+        // is how SO_REUSEPORT works; the probe keeps keel servers from doing that).
+        let opts = listen_options();
+        let listeners = (0..config.workers)
+            .map(|_| socket::tcp_listener(config.addr, &opts))
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(bind_err(config.addr))?;
         drop(probe);
         Ok(Server {
             config,
             tls: None,
-            _reservation: fd,
+            listeners,
         })
     }
 
@@ -119,10 +128,20 @@ impl Server {
         self.config.addr
     }
 
-    /// Forks the workers, each calling `make_handler` once for its handler, waits until
-    /// every one listens, then supervises them until `SIGTERM` or `SIGINT`: a worker that
-    /// dies is restarted (with backoff when it dies within a second of starting). On the
-    /// signal, every worker gets `SIGTERM`, finishes its in-flight requests within
+    /// Forks the workers, each calling `make_handler` once for its handler and serving
+    /// the connections of its own listening socket, waits until every one is ready,
+    /// then supervises them until `SIGTERM` or `SIGINT`.
+    ///
+    /// A worker that dies is restarted on the same socket, so the connections queued on
+    /// it wait for the replacement. One that dies within a second of starting is
+    /// restarted after a backoff (100 ms, doubling up to 5 s); while it backs off and
+    /// another worker serves, its socket is closed (what queued on it is reset) so new
+    /// connections go to the live workers, and a new one is made for the restart. The
+    /// last socket is never closed that way: it keeps the port, and its connections
+    /// wait.
+    ///
+    /// On the signal, the parent closes its copies of the sockets, every worker gets
+    /// `SIGTERM`, stops accepting, finishes its in-flight requests within
     /// `shutdown_timeout`, and exits; workers still running a second after that get
     /// `SIGKILL`. Returns once every worker is gone.
     ///
@@ -142,7 +161,7 @@ impl Server {
     }
 
     /// As [`Server::run`], calling `ready` once in the parent when every first worker
-    /// listens (say, to print the address for whoever waits on it).
+    /// is ready (say, to print the address for whoever waits on it).
     ///
     /// # Errors
     /// As [`Server::run`].
@@ -152,6 +171,11 @@ impl Server {
         H: Handler,
         R: FnOnce(),
     {
+        let Server {
+            config,
+            tls,
+            listeners,
+        } = self;
         let io_err = |op| move |source| Error::Io { op, source };
         signal::ignore_sigpipe().map_err(io_err("sigaction"))?;
         let stop = SignalSet::empty().with(Signal::TERM).with(Signal::INT);
@@ -162,24 +186,34 @@ impl Server {
         let _ = keel_linux::rlimit::raise_nofile_limit();
         let parent = process::pid();
 
-        let start_worker = || {
+        let start_worker = |slots: &mut [Slot], n: usize| {
             spawn(
-                &self.config,
-                self.tls.as_deref(),
+                &config,
+                tls.as_deref(),
                 &make_handler,
                 &stop,
                 parent,
+                slots,
+                n,
             )
         };
-        let mut slots: Vec<Slot> = Vec::with_capacity(self.config.workers);
-        for _ in 0..self.config.workers {
-            match start_worker() {
-                Ok(pid) => slots.push(Slot {
-                    pid: Some(pid),
-                    started: Instant::now(),
-                    restart_at: None,
-                    quick_deaths: 0,
-                }),
+        let now = Instant::now();
+        let mut slots: Vec<Slot> = listeners
+            .into_iter()
+            .map(|l| Slot {
+                pid: None,
+                listener: Some(l),
+                started: now,
+                restart_at: None,
+                quick_deaths: 0,
+            })
+            .collect();
+        for n in 0..slots.len() {
+            match start_worker(&mut slots, n) {
+                Ok(pid) => {
+                    slots[n].pid = Some(pid);
+                    slots[n].started = Instant::now();
+                }
                 Err(e) => {
                     stop_all(&mut slots, &signals, Duration::from_secs(1));
                     return Err(e);
@@ -207,7 +241,7 @@ impl Server {
             }
             while let Some(sig) = signals.read().map_err(io_err("signalfd"))? {
                 if sig == Signal::TERM.as_raw() || sig == Signal::INT.as_raw() {
-                    let grace = self.config.shutdown_timeout + Duration::from_secs(1);
+                    let grace = config.shutdown_timeout + Duration::from_secs(1);
                     stop_all(&mut slots, &signals, grace);
                     return Ok(());
                 }
@@ -240,20 +274,47 @@ impl Server {
                 slot.restart_at = Some(now + backoff);
             }
             let now = Instant::now();
-            for (n, slot) in slots.iter_mut().enumerate() {
-                if slot.restart_at.is_some_and(|t| t <= now) {
-                    slot.restart_at = None;
-                    slot.started = now;
-                    match start_worker() {
-                        Ok(pid) => slot.pid = Some(pid),
+            for n in 0..slots.len() {
+                if slots[n].restart_at.is_some_and(|t| t <= now) {
+                    slots[n].restart_at = None;
+                    slots[n].started = now;
+                    match start_worker(&mut slots, n) {
+                        Ok(pid) => slots[n].pid = Some(pid),
                         Err(e) => {
                             eprintln!("keel: worker {n} failed to restart: {e}");
-                            slot.quick_deaths += 1;
-                            slot.restart_at = Some(now + MAX_BACKOFF);
+                            slots[n].quick_deaths += 1;
+                            slots[n].restart_at = Some(now + MAX_BACKOFF);
                         }
                     }
                 }
             }
+            release_backing_off(&mut slots);
+        }
+    }
+}
+
+/// The options of every worker's listening socket.
+fn listen_options() -> ListenOptions {
+    ListenOptions {
+        reuse_port: true,
+        ..ListenOptions::default()
+    }
+}
+
+/// Closes the listening socket of every slot that waits for a restart while some other
+/// slot's worker serves, so the kernel sends new connections to the live workers instead
+/// of queueing them for the whole backoff. Connections already queued on it are reset
+/// (or, with `net.ipv4.tcp_migrate_req=1`, moved to another socket of the group). The
+/// socket of the last slot to have one stays, holding the port.
+fn release_backing_off(slots: &mut [Slot]) {
+    for n in 0..slots.len() {
+        let waiting = slots[n].pid.is_none() && slots[n].listener.is_some();
+        let served_elsewhere = slots
+            .iter()
+            .enumerate()
+            .any(|(m, s)| m != n && s.pid.is_some() && s.listener.is_some());
+        if waiting && served_elsewhere {
+            slots[n].listener = None;
         }
     }
 }
@@ -277,9 +338,14 @@ fn reap() -> Result<Option<(Pid, Exit)>, Error> {
     }
 }
 
-/// Sends `SIGTERM` to every worker, waits up to `grace` for them to exit, then sends
-/// `SIGKILL` to the rest and collects them.
+/// Closes the parent's listening sockets, sends `SIGTERM` to every worker, waits up to
+/// `grace` for them to exit, then sends `SIGKILL` to the rest and collects them.
 fn stop_all(slots: &mut [Slot], signals: &SignalFd, grace: Duration) {
+    // The parent's copies first: once every worker has closed its own, new connections
+    // are refused at once instead of queueing on sockets no one accepts from.
+    for s in slots.iter_mut() {
+        s.listener = None;
+    }
     for s in slots.iter() {
         if let Some(pid) = s.pid {
             let _ = process::kill(pid, Signal::TERM);
@@ -320,34 +386,50 @@ fn stop_all(slots: &mut [Slot], signals: &SignalFd, grace: Duration) {
     }
 }
 
-/// Forks one worker and waits until it listens (or fails to).
+/// Forks the worker of `slots[n]`, on that slot's listening socket (made anew when the
+/// slot has none), and waits until it is ready (or fails to be).
 fn spawn<F, H>(
     config: &Config,
     tls: Option<&keel_tls::ServerConfig>,
     make_handler: &F,
     stop: &SignalSet,
     parent: Pid,
+    slots: &mut [Slot],
+    n: usize,
 ) -> Result<Pid, Error>
 where
     F: Fn() -> H,
     H: Handler,
 {
+    if slots[n].listener.is_none() {
+        let l = socket::tcp_listener(config.addr, &listen_options())
+            .map_err(|e| Error::WorkerStart(format!("listen on {}: {e}", config.addr)))?;
+        slots[n].listener = Some(l);
+    }
     let (ready_r, ready_w) = lio::pipe().map_err(|source| Error::Io { op: "pipe", source })?;
     match process::fork().map_err(|e| Error::WorkerStart(format!("fork: {e}")))? {
         Fork::Child => {
             drop(ready_r);
-            let code = match worker_main(config, tls, make_handler, stop, parent, ready_w) {
-                Ok(()) => 0,
-                Err(e) => {
+            // This worker's socket; the other slots' copies are not its to hold.
+            let listener = slots[n].listener.take();
+            for s in slots.iter_mut() {
+                s.listener = None;
+            }
+            let code = match listener
+                .map(|l| worker_main(config, tls, make_handler, stop, parent, ready_w, l))
+            {
+                Some(Ok(())) => 0,
+                Some(Err(e)) => {
                     eprintln!("keel: worker {}: {e}", process::pid().as_raw_nonzero());
                     1
                 }
+                None => 1,
             };
             std::process::exit(code);
         }
         Fork::Parent(pid) => {
             drop(ready_w);
-            // One byte means "listening"; end of file means the worker gave up (it said
+            // One byte means "ready"; end of file means the worker gave up (it said
             // why on stderr) or died.
             let ok = match lio::poll_fd(&ready_r, PollFor::Read, Some(WORKER_START_TIMEOUT)) {
                 Ok(true) => matches!(lio::read(&ready_r, &mut [0u8; 1]), Ok(1)),
@@ -365,7 +447,7 @@ where
             } else {
                 let _ = process::kill(pid, Signal::KILL);
                 Err(Error::WorkerStart(format!(
-                    "worker (pid {}) did not start listening on {}",
+                    "worker (pid {}) did not start serving on {}",
                     pid.as_raw_nonzero(),
                     config.addr
                 )))
@@ -381,6 +463,7 @@ fn worker_main<F, H>(
     stop: &SignalSet,
     parent: Pid,
     ready: OwnedFd,
+    listener: OwnedFd,
 ) -> io::Result<()>
 where
     F: Fn() -> H,
@@ -392,11 +475,6 @@ where
     if process::parent_pid() != Some(parent) {
         return Ok(());
     }
-    let opts = ListenOptions {
-        reuse_port: true,
-        ..ListenOptions::default()
-    };
-    let listener = socket::tcp_listener(config.addr, &opts)?;
     // Grow the descriptor table once, now, for every connection this worker may hold
     // (plus room for its own descriptors), so the kernel never grows it under load.
     let want = u32::try_from(config.max_connections.saturating_add(64)).unwrap_or(u32::MAX);
