@@ -87,3 +87,124 @@ fn the_port_stays_held_while_a_dead_worker_waits_for_its_replacement() {
     assert_eq!(resp.status, 200);
     assert_ne!(server.workers(), vec![worker]);
 }
+
+/// Listening TCP sockets on `port` (IPv4 and IPv6), from /proc/net/tcp{,6}: each socket
+/// counts once, however many processes hold it.
+fn listeners_on(port: u16) -> usize {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .map(|t| {
+            t.lines()
+                .skip(1)
+                .filter(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.len() > 3 && f[1].ends_with(&want) && f[3] == "0A"
+                })
+                .count()
+        })
+        .sum()
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A worker that keeps dying right after it starts backs off before each restart (up to
+/// 5 s). Its socket must not hold a share of new connections all that time while another
+/// worker could serve them: it is closed during the backoff and made anew for the
+/// restart.
+#[test]
+fn a_worker_backing_off_gives_its_share_of_connections_to_the_live_one() {
+    let server = ServerProcess::start(2);
+    let port = server.addr.port();
+    let first = server.workers();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(listeners_on(port), 2);
+    let live = first[1];
+    // Kill the other slot's worker, then each replacement as soon as it appears: each
+    // dies within a second of starting, so the backoffs grow 100, 200, 400, 800 ms.
+    let mut victim = first[0];
+    for round in 0..5 {
+        send_signal(victim, 9);
+        let dead = victim;
+        wait_until(
+            "the killed worker is collected",
+            Duration::from_secs(10),
+            || !server.workers().contains(&dead),
+        );
+        if round == 4 {
+            break;
+        }
+        wait_until("a replacement worker", Duration::from_secs(10), || {
+            server.workers().len() == 2
+        });
+        victim = *server
+            .workers()
+            .iter()
+            .find(|&&w| w != live)
+            .expect("the replacement");
+    }
+    // Now in a backoff of 1.6 s: only the live worker's socket listens, and every new
+    // connection is served at once.
+    assert_eq!(server.workers(), vec![live]);
+    assert_eq!(
+        listeners_on(port),
+        1,
+        "the backing-off slot's socket is closed"
+    );
+    for _ in 0..20 {
+        let mut s = server.connect();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        send(&mut s, &get("/plaintext"));
+        let resp = read_response(&mut s, &mut Vec::new()).expect("served by the live worker");
+        assert_eq!(resp.status, 200);
+    }
+    // The slot comes back with a socket of its own.
+    wait_until("the slot restarts", Duration::from_secs(10), || {
+        server.workers().len() == 2
+    });
+    assert_eq!(listeners_on(port), 2);
+}
+
+/// On `SIGTERM` the parent closes its copies of the sockets: once the workers have
+/// closed theirs, new connections are refused at once, even while a worker still
+/// finishes a request, instead of queueing where no one will accept them.
+#[test]
+fn after_sigterm_new_connections_are_refused_while_workers_finish() {
+    let mut server = ServerProcess::start_with(1, &["--shutdown-timeout-ms", "8000"]);
+    let worker = server.workers()[0];
+    // Half a request: the worker waits for the rest before it may exit.
+    let mut busy = server.connect();
+    send(&mut busy, b"GET /plaintext HTTP/1.1\r\nHost: x\r\n");
+    std::thread::sleep(Duration::from_millis(50));
+    send_signal(server.pid(), 15);
+    wait_until(
+        "a new connection is refused",
+        Duration::from_secs(4),
+        || {
+            // Reset: it queued on a socket that was closed meanwhile; try again.
+            match TcpStream::connect(server.addr) {
+                Err(e) if e.kind() == ErrorKind::ConnectionReset => false,
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}");
+                    true
+                }
+                Ok(_) => false,
+            }
+        },
+    );
+    assert!(is_alive(worker), "the worker still finishes its request");
+    // The request in flight is still answered.
+    send(&mut busy, b"\r\n");
+    let resp = read_response(&mut busy, &mut Vec::new()).expect("the in-flight request");
+    assert_eq!(resp.status, 200);
+    assert!(server
+        .signal_and_wait(15, Duration::from_secs(10))
+        .is_some());
+}
