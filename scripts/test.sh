@@ -15,6 +15,7 @@ declare -A packages=(
   [unshare]=util-linux
   [prlimit]=util-linux
   [setpriv]=util-linux
+  [strace]=strace
   [pkg-config]=pkg-config
 )
 missing=()

@@ -2093,7 +2093,7 @@ fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
 
 #[cfg(test)]
 mod tests {
-    use super::{may_end_head, pay_owed, refusal_status, write_owed, Conn};
+    use super::{may_end_head, pay_owed, refusal_status, write_output, write_owed, Conn};
     use crate::handler::{Prefix, Response, ResponseCache};
     use crate::timer::{Wheel, NOT_FILED};
     use keel_http::StatusCode;
@@ -2211,6 +2211,48 @@ mod tests {
             drop(rx);
             assert!(write_owed(&mut c, 10, &mut cache).is_err());
         }
+    }
+
+    /// Write calls (`write`, `writev`, `sendfile`, ...) this thread has made, failed ones
+    /// included: `syscw` of /proc/thread-self/io.
+    fn write_calls() -> u64 {
+        std::fs::read_to_string("/proc/thread-self/io")
+            .expect("/proc/thread-self/io (kernel built with task I/O accounting)")
+            .lines()
+            .find_map(|l| l.strip_prefix("syscw:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("a syscw line")
+    }
+
+    /// A TCP connection over loopback: the server's end (non-blocking, as accepted
+    /// connections are) and the client's, which reads nothing.
+    fn tcp_pair() -> (std::os::fd::OwnedFd, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        server.set_nonblocking(true).unwrap();
+        (server.into(), client)
+    }
+
+    /// A write the socket takes only in part has filled its buffer: trying again at once
+    /// only costs a `write` that fails with `EAGAIN`. Wait for `EPOLLOUT` instead (as
+    /// nginx does).
+    #[test]
+    fn a_write_the_socket_takes_in_part_is_not_tried_again_at_once() {
+        let (fd, _client) = tcp_pair();
+        let mut c = Conn::new(fd, 0);
+        // More than the socket's send and the peer's receive buffers can hold.
+        c.output = vec![b'x'; 64 << 20];
+        let before = write_calls();
+        write_output(&mut c, 3).unwrap();
+        let calls = write_calls() - before;
+        assert!(
+            c.written > 0 && c.written < c.output.len(),
+            "taken in part: {}",
+            c.written
+        );
+        assert_eq!(c.last_write, 3);
+        assert_eq!(calls, 1, "write calls for one write taken in part");
     }
 
     #[test]

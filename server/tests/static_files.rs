@@ -709,3 +709,73 @@ impl Drop for Swapper {
         self.stop_and_join();
     }
 }
+
+/// A file body larger than the socket takes at once goes out with `sendfile` calls that
+/// each send what the socket takes. One the socket takes only in part has filled it:
+/// the next call waits for writability, as no call at once could do more than fail with
+/// `EAGAIN`. Traced with strace (Debian package `strace`); the body must arrive intact.
+#[test]
+fn a_file_body_the_socket_takes_in_part_waits_for_writability() {
+    use std::io::BufRead;
+    let tree = Tree::new("partial");
+    let server = tree.start(&[]);
+    let worker = server.workers()[0];
+    let trace = tree.base.join("strace.out");
+    let mut strace = std::process::Command::new("strace")
+        .args(["-e", "trace=write,writev,sendfile", "-o"])
+        .arg(&trace)
+        .args(["-p", &worker.to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("strace (Debian package `strace`)");
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            send_signal(self.0.id() as i32, 2);
+            let _ = self.0.wait();
+        }
+    }
+    let mut said = std::io::BufReader::new(strace.stderr.take().unwrap());
+    let mut line = String::new();
+    said.read_line(&mut line).unwrap();
+    assert!(line.contains("attached"), "strace: {line}");
+    let strace = Stop(strace);
+    // More than the socket's send buffer (at most 4 MiB by default) and the client's
+    // receive buffer, kept small, can hold.
+    let huge: Vec<u8> = (0..16u32 << 20).map(|i| (i % 251) as u8).collect();
+    std::fs::write(tree.root().join("huge.bin"), &huge).unwrap();
+    let fd = rustix::net::socket(
+        rustix::net::AddressFamily::INET,
+        rustix::net::SocketType::STREAM,
+        None,
+    )
+    .unwrap();
+    rustix::net::sockopt::set_socket_recv_buffer_size(&fd, 4096).unwrap();
+    rustix::net::connect(&fd, &server.addr).unwrap();
+    let s = TcpStream::from(fd);
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut c = Client { s, buf: Vec::new() };
+    let resp = c.get("/huge.bin", &[]);
+    assert_status(&resp, 200, "huge.bin");
+    assert!(resp.body == huge, "the body arrives intact");
+    drop(strace);
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let calls: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.starts_with("sendfile("))
+        .collect();
+    let partial = calls.iter().any(|l| {
+        // sendfile(OUT, IN, [FROM] => [TO], COUNT) = SENT
+        let (call, sent) = l.rsplit_once(" = ").unwrap_or((l, ""));
+        let count = call.trim().trim_end_matches(')').rsplit(", ").next();
+        matches!((count.and_then(|c| c.parse::<u64>().ok()), sent.parse::<u64>()),
+            (Some(c), Ok(n)) if n > 0 && n < c)
+    });
+    assert!(partial, "no sendfile was taken in part: {trace}");
+    let futile: Vec<&str> = trace.lines().filter(|l| l.contains("EAGAIN")).collect();
+    assert!(
+        futile.is_empty(),
+        "write calls that failed with EAGAIN: {futile:#?}"
+    );
+}
