@@ -615,22 +615,41 @@ fn write_owed_slices(c: &mut Conn, now: Millis, cache: &mut ResponseCache) -> io
 }
 
 /// Writes plain connection `c`'s output from `c.written` until all of it is sent or
-/// the socket is full, noting progress at `now`. `Err` when a write fails: the
-/// connection is lost.
+/// the socket is full (see [`write_until_full`]), noting progress at `now`. `Err` when
+/// a write fails: the connection is lost.
 #[inline(always)]
 fn write_output(c: &mut Conn, now: Millis) -> io::Result<()> {
-    while c.written < c.output.len() {
-        match lio::write(&c.fd, &c.output[c.written..]) {
+    write_until_full(&c.fd, &c.output, &mut c.written, &mut c.last_write, now).map(|_| ())
+}
+
+/// Writes `buf[*sent..]` to `fd`, adding what the socket takes to `*sent` and setting
+/// `*last_write` to `now` when it takes something. A write the socket takes only in
+/// part has filled it: the rest waits for `EPOLLOUT` rather than for a second `write`
+/// that would fail with `EAGAIN` (as nginx does). `Ok(true)` when all of `buf` is sent,
+/// `Ok(false)` when the socket is full; `Err` when a write fails.
+#[inline(always)]
+fn write_until_full(
+    fd: &OwnedFd,
+    buf: &[u8],
+    sent: &mut usize,
+    last_write: &mut Millis,
+    now: Millis,
+) -> io::Result<bool> {
+    while *sent < buf.len() {
+        match lio::write(fd, &buf[*sent..]) {
             Ok(n) => {
-                c.written += n;
-                c.last_write = now;
+                *sent += n;
+                *last_write = now;
+                if *sent < buf.len() {
+                    return Ok(false);
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// How long accepting pauses after `EMFILE`/`ENFILE`.
@@ -1430,28 +1449,19 @@ impl<'t, H: Handler> Worker<'t, H> {
                     tls.out_sent = 0;
                 }
                 tls.session.poll_transmit(&mut tls.out);
-                while tls.out_sent < tls.out.len() {
-                    match lio::write(&c.fd, &tls.out[tls.out_sent..]) {
-                        Ok(n) => {
-                            tls.out_sent += n;
-                            c.last_write = *now;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Blocked,
-                        Err(_) => return Sent::Failed,
-                    }
+                match write_until_full(&c.fd, &tls.out, &mut tls.out_sent, &mut c.last_write, *now)
+                {
+                    Ok(true) => {}
+                    Ok(false) => return Sent::Blocked,
+                    Err(_) => return Sent::Failed,
                 }
                 tls.out.clear();
                 tls.out_sent = 0;
             }
-            while c.tls.is_none() && c.written < c.output.len() {
-                match lio::write(&c.fd, &c.output[c.written..]) {
-                    Ok(n) => {
-                        c.written += n;
-                        c.last_write = *now;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Blocked,
+            if c.tls.is_none() {
+                match write_until_full(&c.fd, &c.output, &mut c.written, &mut c.last_write, *now) {
+                    Ok(true) => {}
+                    Ok(false) => return Sent::Blocked,
                     Err(_) => return Sent::Failed,
                 }
             }
@@ -1514,6 +1524,11 @@ impl<'t, H: Handler> Worker<'t, H> {
                             *remaining -= n as u64;
                             *budget -= n as u64;
                             c.last_write = *now;
+                            // Taken in part: the socket is full (or the file ends
+                            // early, which the next call, once writable, finds).
+                            if n < want {
+                                return Sent::Blocked;
+                            }
                         }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Blocked,
