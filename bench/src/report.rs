@@ -48,6 +48,10 @@ pub struct Rounds {
     pub peak_worker_kib: u64,
     /// System calls per request (one perf run), if measured.
     pub syscalls_per_req: Option<f64>,
+    /// Of those, `epoll_wait`/`epoll_pwait`/`epoll_pwait2` calls per request.
+    pub epoll_waits_per_req: Option<f64>,
+    /// The server's CPU time over the wall time of that perf run, percent of one CPU.
+    pub syscall_run_busy_pct: Option<f64>,
 }
 
 /// One row of the JSON output's `scenarios`.
@@ -73,8 +77,14 @@ pub struct ScenarioRow {
     pub p99_max_us: f64,
     /// Median server CPU per request, µs (user + system of all server processes).
     pub cpu_us_per_req: f64,
-    /// System calls per request, when perf's tracepoints work.
+    /// System calls per request, when perf's tracepoints work (one extra run).
     pub syscalls_per_req: Option<f64>,
+    /// Of those, the `epoll_wait`, `epoll_pwait` and `epoll_pwait2` calls per request.
+    pub epoll_waits_per_req: Option<f64>,
+    /// How busy the server was in that run: its CPU time over the run's wall time, in
+    /// percent of one CPU. A server that makes one read and one write per request makes
+    /// about 2 + (1 − busy) system calls per request (see bench/README.md).
+    pub syscall_run_busy_pct: Option<f64>,
     /// Median CPU use of wrk, percent of one CPU (above 90: the load generator limits).
     pub wrk_cpu_pct: f64,
     /// Median over the rounds of the CPU time stolen by the hypervisor: the share of the
@@ -156,6 +166,8 @@ pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
         p99_max_us: p99_hi,
         cpu_us_per_req: median(&each(|m| m.cpu_us_per_req)),
         syscalls_per_req: r.syscalls_per_req,
+        epoll_waits_per_req: r.epoll_waits_per_req,
+        syscall_run_busy_pct: r.syscall_run_busy_pct,
         wrk_cpu_pct: median(&each(|m| m.wrk_cpu_pct)),
         steal_pct: median(&each(|m| m.steal_pct)),
         rounds_run_again: r.attempts.iter().filter(|&&a| a > 1).count(),
@@ -165,6 +177,20 @@ pub fn row(scenario: &str, server: &str, r: &Rounds) -> ScenarioRow {
         peak_mem_kib: r.peak_mem_kib,
         peak_worker_kib: r.peak_worker_kib,
     }
+}
+
+/// The counts of `perf stat -x,` output (`COUNT,UNIT,EVENT,...` per line), by event
+/// name; events perf could not count (`<not counted>`, `<not supported>`) are left out.
+pub fn perf_counts(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(',');
+            let count = f.next()?.trim().parse::<f64>().ok()?;
+            let _unit = f.next()?;
+            let event = f.next()?.trim();
+            (!event.is_empty()).then(|| (event.to_string(), count))
+        })
+        .collect()
 }
 
 fn esc(s: &str) -> String {
@@ -250,6 +276,22 @@ pub fn svg(scenario: &str, rows: &[&ScenarioRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn perf_counts_by_event_leave_out_what_perf_could_not_count() {
+        let text = "12929,,raw_syscalls:sys_enter,1649827,100.00,,\n\
+                    0,,syscalls:sys_enter_epoll_wait,1649827,100.00,,\n\
+                    <not counted>,,syscalls:sys_enter_epoll_pwait,0,0.00,,\n\
+                    \n\
+                    # started on Tue Dec  1\n";
+        assert_eq!(
+            perf_counts(text),
+            vec![
+                ("raw_syscalls:sys_enter".to_string(), 12929.0),
+                ("syscalls:sys_enter_epoll_wait".to_string(), 0.0),
+            ]
+        );
+    }
 
     #[test]
     fn median_and_range_leave_out_rounds_that_measured_nothing() {

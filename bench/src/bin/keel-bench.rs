@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Parser)]
 #[command(
@@ -98,6 +98,14 @@ const SCENARIOS: [Scenario; 3] = [
 /// share of the round stolen from the server's CPU plus the share stolen from wrk's,
 /// in percent (an upper bound on the share of the round with one of them stalled).
 const STEAL_LIMIT_PCT: f64 = 1.0;
+/// perf's tracepoint for every system call entry.
+const SYSCALLS_EVENT: &str = "raw_syscalls:sys_enter";
+/// perf's tracepoints for the epoll waits, whichever of the three a server calls.
+const EPOLL_WAIT_EVENTS: [&str; 3] = [
+    "syscalls:sys_enter_epoll_wait",
+    "syscalls:sys_enter_epoll_pwait",
+    "syscalls:sys_enter_epoll_pwait2",
+];
 
 /// Attempts at one round before the best one is kept.
 const MAX_ATTEMPTS: usize = 3;
@@ -454,14 +462,23 @@ fn main() {
             }
         }
         // 3. System calls per request: one extra run each, with perf counting the
-        //    raw_syscalls:sys_enter tracepoint for the server's processes.
-        let perf_ok = Command::new("perf")
-            .args(["stat", "-e", "raw_syscalls:sys_enter", "true"])
-            .output()
-            .is_ok_and(|o| o.status.success());
+        //    raw_syscalls:sys_enter tracepoint for the server's processes, and the
+        //    epoll waits among them where the kernel has those tracepoints.
+        let perf_works = |events: &str| {
+            Command::new("perf")
+                .args(["stat", "-e", events, "true"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let perf_ok = perf_works(SYSCALLS_EVENT);
         if !perf_ok {
             progress("perf's raw_syscalls tracepoint is not available: no syscall counts");
         }
+        let events = if perf_ok && perf_works(&EPOLL_WAIT_EVENTS.join(",")) {
+            format!("{SYSCALLS_EVENT},{}", EPOLL_WAIT_EVENTS.join(","))
+        } else {
+            SYSCALLS_EVENT.to_string()
+        };
         for sc in scenarios.iter().filter(|_| perf_ok) {
             for r in running.iter() {
                 let Some(e) = results.get_mut(&(sc.name.to_string(), r.name.clone())) else {
@@ -472,14 +489,7 @@ fn main() {
                 // perf counts from before wrk starts until it is interrupted right after
                 // wrk ends; the idle server makes next to no calls outside the run.
                 let perf = Command::new("perf")
-                    .args([
-                        "stat",
-                        "-x,",
-                        "-e",
-                        "raw_syscalls:sys_enter",
-                        "-p",
-                        &pids.join(","),
-                    ])
+                    .args(["stat", "-x,", "-e", &events, "-p", &pids.join(",")])
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::piped())
                     .spawn();
@@ -498,7 +508,12 @@ fn main() {
                     cpus: &wrk_cpus,
                     scratch: &scratch,
                 };
+                let pid_list = r.pids();
+                let (cpu_before, wall) = (procfs::cpu_ns(&pid_list), Instant::now());
                 let w = wrk::run(&run, &mut || {});
+                let busy_pct = (procfs::cpu_ns(&pid_list).saturating_sub(cpu_before) as f64)
+                    / wall.elapsed().as_nanos().max(1) as f64
+                    * 100.0;
                 let Ok(p) = perf else { continue };
                 if let Some(pid) = keel_linux::process::Pid::from_raw(p.id() as i32) {
                     let _ = keel_linux::process::kill(pid, keel_linux::process::Signal::INT);
@@ -506,17 +521,28 @@ fn main() {
                 let perf_pid = p.id() as i32;
                 let o = p.wait_with_output().ok();
                 servers::untrack(perf_pid);
-                let count: Option<f64> = o.and_then(|o| {
-                    String::from_utf8_lossy(&o.stderr)
-                        .lines()
-                        .find_map(|l| l.split(',').next()?.trim().parse().ok())
-                });
-                if let (Some(c), Ok(w)) = (count, w) {
-                    let per_req = c / w.requests.max(1) as f64;
+                let counts = o
+                    .map(|o| report::perf_counts(&String::from_utf8_lossy(&o.stderr)))
+                    .unwrap_or_default();
+                let count = |name: &str| counts.iter().find(|(e, _)| e == name).map(|c| c.1);
+                let waits: Option<f64> = EPOLL_WAIT_EVENTS
+                    .iter()
+                    .map(|e| count(e))
+                    .sum::<Option<f64>>();
+                if let (Some(c), Ok(w)) = (count(SYSCALLS_EVENT), w) {
+                    let reqs = w.requests.max(1) as f64;
+                    let per_req = c / reqs;
                     e.syscalls_per_req = Some(per_req);
+                    e.epoll_waits_per_req = waits.map(|n| n / reqs);
+                    e.syscall_run_busy_pct = Some(busy_pct);
                     progress(&format!(
-                        "{} {}: {:.2} syscalls/request",
-                        sc.name, r.name, per_req
+                        "{} {}: {:.2} syscalls/request ({} epoll waits), server busy {:.0}%",
+                        sc.name,
+                        r.name,
+                        per_req,
+                        e.epoll_waits_per_req
+                            .map_or("?".into(), |v| format!("{v:.3}")),
+                        busy_pct
                     ));
                 }
             }
@@ -635,7 +661,7 @@ fn main() {
         }
         let keel = these.iter().find(|r| r.server == "keel");
         md += &format!("## {}\n\n![{}]({}.svg)\n\n", sc.name, sc.name, sc.name);
-        md += "| server | req/s median (min–max) | p50 µs | p99 µs (min–max) | server CPU µs/req | syscalls/req | wrk CPU % | CPU stolen % | peak PSS KiB (all / one worker) | keel CPU/req ÷ this |\n|---|---|---|---|---|---|---|---|---|---|\n";
+        md += "| server | req/s median (min–max) | p50 µs | p99 µs (min–max) | server CPU µs/req | syscalls/req (epoll waits; server busy %) | wrk CPU % | CPU stolen % | peak PSS KiB (all / one worker) | keel CPU/req ÷ this |\n|---|---|---|---|---|---|---|---|---|---|\n";
         for r in &these {
             let flag = if r.wrk_cpu_pct > 90.0 { " ⚠" } else { "" };
             let ratio = keel.map_or("–".into(), |k| {
@@ -651,7 +677,7 @@ fn main() {
                 us(r.p99_us),
                 p99_range_cell(r),
                 r.cpu_us_per_req,
-                r.syscalls_per_req.map_or("–".into(), |v| format!("{v:.2}")),
+                syscalls_cell(r),
                 r.wrk_cpu_pct,
                 flag,
                 stolen_cell(r),
@@ -679,6 +705,7 @@ fn main() {
     if !rows.is_empty() {
         md += "⚠: wrk used more than 90% of its CPU, so requests/s there measures the load generator, not the server. On this 2-CPU machine steer by server CPU per request and instructions per request.\n\n";
         md += &format!("CPU stolen: the median over the rounds of the time the hypervisor ran something else while the server's CPU or wrk's had work (the steal figure of /proc/stat): the share of the round stolen from the server's CPU plus the share stolen from wrk's, in percent. A stolen stretch stalls the requests in flight, and in the keep-alive scenarios wrk's latency correction turns each stall into many late samples, so a few disturbed rounds would decide p99. A run with more than {STEAL_LIMIT_PCT}% stolen is run again after the other servers' runs of that scenario in that round, up to {MAX_ATTEMPTS} attempts, and the attempt with the least stolen is kept; the cell says how many rounds were run again, and how many still had more than {STEAL_LIMIT_PCT}% stolen in the attempt kept. 0 also where the hypervisor does not report stolen time.\n\n");
+        md += "syscalls/req: from one extra run per server and scenario, with perf counting the system calls of the server's processes over wrk's requests; in brackets, the epoll waits among them per request and the server's CPU time over that run's wall time. A server that makes one read and one write per request makes 2 + the waits, and each wait that finds nothing ready sleeps until the next request comes, so the waits per request fall only as the server gets busier: about 1 − busy. While wrk limits (⚠), a faster server is less busy and waits more often per request.\n\n";
         md += "keel CPU/req ÷ this: below 1.00, keel uses less CPU per request than that server. Peak PSS: all the server's processes together / the one process that serves (keel and nginx run a parent and one worker).\n\n";
     }
     if !instr.is_empty() {
@@ -728,6 +755,20 @@ fn main() {
 /// A latency in µs, or "–" when wrk could not tell.
 /// The table's min–max of p99 after its median, with the number of rounds it comes
 /// from when a latency probe failed in some.
+/// The syscalls/req cell: `2.19 (0.190; 80%)`, or `–` where not measured.
+fn syscalls_cell(r: &report::ScenarioRow) -> String {
+    let Some(total) = r.syscalls_per_req else {
+        return "–".into();
+    };
+    let waits = r
+        .epoll_waits_per_req
+        .map_or("–".into(), |w| format!("{w:.3}"));
+    let busy = r
+        .syscall_run_busy_pct
+        .map_or("–".into(), |b| format!("{b:.0}%"));
+    format!("{total:.2} ({waits}; {busy})")
+}
+
 fn p99_range_cell(r: &report::ScenarioRow) -> String {
     if !r.p99_min_us.is_finite() {
         return String::new();
