@@ -137,6 +137,18 @@ pub struct InstructionsRow {
     pub instructions: f64,
 }
 
+/// Instructions one parser spends per request head of one parser benchmark input.
+#[derive(Debug, Serialize, Clone)]
+pub struct ParserInstructionsRow {
+    /// `small`, `browser` or `pipelined16` (the inputs of `benches/parser.rs`).
+    pub input: String,
+    /// `keel` or `httparse`.
+    pub parser: String,
+    /// User-space instructions per request head parsed, fields walked (callgrind,
+    /// baseline subtracted).
+    pub instructions: f64,
+}
+
 /// The whole JSON document.
 #[derive(Debug, Serialize)]
 pub struct Output {
@@ -144,6 +156,8 @@ pub struct Output {
     pub scenarios: Vec<ScenarioRow>,
     /// Instruction counts.
     pub instructions_per_request: Vec<InstructionsRow>,
+    /// Instruction counts of the request-head parsers, keel's and httparse's.
+    pub parser_instructions_per_head: Vec<ParserInstructionsRow>,
     /// Servers that could not be measured, with the reason.
     pub skipped: Vec<(String, String)>,
 }

@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use keel_bench::client::{self, ACCEPT_JSON, ACCEPT_PLAINTEXT};
-use keel_bench::report::{self, InstructionsRow, Output, Rounds};
+use keel_bench::report::{self, InstructionsRow, Output, ParserInstructionsRow, Rounds};
 use keel_bench::servers::{self, Running, Wrapper};
 use keel_bench::{probe, procfs, wrk};
 use std::collections::BTreeMap;
@@ -617,6 +617,16 @@ fn main() {
         }
     }
 
+    // 4b. The request-head parsers, keel's and httparse's, under callgrind: the same
+    //     inputs and work as the criterion benchmark `benches/parser.rs`.
+    let mut parser_instr: Vec<ParserInstructionsRow> = Vec::new();
+    if !args.no_instructions && Command::new("valgrind").arg("--version").output().is_ok() {
+        match parser_instructions(&root, &scratch, !args.no_build, scale) {
+            Ok(rows) => parser_instr = rows,
+            Err(e) => progress(&format!("parser instructions: {e}")),
+        }
+    }
+
     // 5. Report.
     let rows: Vec<report::ScenarioRow> = scenarios
         .iter()
@@ -729,6 +739,28 @@ fn main() {
         }
         md += &format!("\nDriven by keel-bench's own client, not wrk, with the plaintext request: plaintext-1conn: 1 connection, keep-alive, {} requests; plaintext: 16 connections, keep-alive, {} requests; plaintext-pipelined: 16 connections, 16 requests per write, {} requests. A `--quick` run drives a quarter as many, which moves some servers' figures by a few percent: compare figures of runs of the same size.\n\n", 2500 * scale, 16 * 250 * scale, 16 * 16 * 25 * scale);
     }
+    if !parser_instr.is_empty() {
+        md += "## Request-head parser: instructions per head (callgrind, user space, baseline subtracted)\n\n| input | keel | httparse | httparse ÷ keel |\n|---|---|---|---|\n";
+        for input in ["small", "browser", "pipelined16"] {
+            let get = |p: &str| {
+                parser_instr
+                    .iter()
+                    .find(|r| r.input == input && r.parser == p)
+                    .map(|r| r.instructions)
+            };
+            let cell = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.0}"));
+            let ratio = match (get("keel"), get("httparse")) {
+                (Some(k), Some(h)) => format!("{:.2}", h / k),
+                _ => "–".into(),
+            };
+            md += &format!(
+                "| {input} | {} | {} | {ratio} |\n",
+                cell(get("keel")),
+                cell(get("httparse"))
+            );
+        }
+        md += "\nThe inputs and the work are those of the criterion benchmark (`cargo bench -p keel-bench --bench parser`): each head is parsed and its field lines walked. Instructions do not weigh how fast each one runs (httparse uses SIMD where the CPU has it), so the criterion timings remain the throughput figure; these counts are the part that does not move with the machine's noise.\n\n";
+    }
     if !skipped.is_empty() {
         md += "## Skipped\n\n";
         for (s, why) in &skipped {
@@ -739,6 +771,7 @@ fn main() {
     let output = Output {
         scenarios: rows,
         instructions_per_request: instr,
+        parser_instructions_per_head: parser_instr,
         skipped,
     };
     let json = serde_json::to_string_pretty(&output).expect("serialize");
@@ -801,6 +834,77 @@ fn us(v: f64) -> String {
     } else {
         "–".into()
     }
+}
+
+/// Runs the `parser_count` example of keel-bench under callgrind for each parser and
+/// input, `heads × 2500 × scale` request heads and none, and returns the difference per
+/// head. Builds the example first when `build`.
+fn parser_instructions(
+    root: &Path,
+    scratch: &Path,
+    build: bool,
+    scale: usize,
+) -> Result<Vec<ParserInstructionsRow>, String> {
+    if build {
+        progress("building the parser_count example");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(&cargo)
+            .args([
+                "build",
+                "--release",
+                "-q",
+                "-p",
+                "keel-bench",
+                "--example",
+                "parser_count",
+            ])
+            .current_dir(root)
+            .status()
+            .map_err(|e| format!("cargo: {e}"))?;
+        if !st.success() {
+            return Err("`cargo build -p keel-bench --example parser_count` failed".into());
+        }
+    }
+    let exe = root.join("target/release/examples/parser_count");
+    let cg_dir = scratch.join("callgrind-parser");
+    let count = |parser: &str, input: &str, n: usize| -> Result<f64, String> {
+        let _ = std::fs::remove_dir_all(&cg_dir);
+        std::fs::create_dir_all(&cg_dir).map_err(|e| e.to_string())?;
+        let out = Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!(
+                "--callgrind-out-file={}",
+                cg_dir.join("callgrind.out").display()
+            ))
+            .arg(&exe)
+            .args([parser, input, &n.to_string()])
+            .output()
+            .map_err(|e| format!("valgrind: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} {parser} {input} {n}: {}",
+                exe.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        callgrind_total(&cg_dir)
+    };
+    let mut rows = Vec::new();
+    for (input, heads) in [("small", 1), ("browser", 1), ("pipelined16", 16)] {
+        let n = 2500 * scale / heads;
+        for parser in ["keel", "httparse"] {
+            let per = (count(parser, input, n)? - count(parser, input, 0)?) / (n * heads) as f64;
+            progress(&format!(
+                "callgrind parser {input} {parser}: {per:.0} instructions/head"
+            ));
+            rows.push(ParserInstructionsRow {
+                input: input.into(),
+                parser: parser.into(),
+                instructions: per,
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// Sums the instruction totals of every callgrind output file in `dir` (one per process).
