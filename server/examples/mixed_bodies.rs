@@ -6,7 +6,8 @@
 //! `d_us elapsed_us` line each (see [`Pace`]); `/busy` a stream that sends nothing and
 //! keeps the worker busy, polled every millisecond until the client leaves.
 //!
-//! Usage: `mixed_bodies --addr 127.0.0.1:0 [--workers N]`; prints `listening on ADDR`.
+//! Usage: `mixed_bodies --addr 127.0.0.1:0 [--workers N] [--setuid ID]`; prints
+//! `listening on ADDR`.
 use clap::Parser;
 use keel_server::{header, Config, Header, Request, Response, Server, StreamContext, StreamPoll};
 use std::time::{Duration, Instant, SystemTime};
@@ -22,6 +23,10 @@ struct Args {
     /// Worker processes [default: one per CPU].
     #[arg(long)]
     workers: Option<usize>,
+    /// After binding, switch to this user and group ID before running, as a server
+    /// that binds as root and then drops its privileges does.
+    #[arg(long)]
+    setuid: Option<u32>,
 }
 
 const TEXT_PLAIN: Header = header!("Content-Type", "text/plain");
@@ -132,6 +137,11 @@ fn main() {
     }
     let server = Server::bind(config).unwrap();
     let addr = server.local_addr();
+    if let Some(id) = args.setuid {
+        // One thread here, so the thread's IDs are the process's.
+        rustix::thread::set_thread_gid(rustix::process::Gid::from_raw(id)).unwrap();
+        rustix::thread::set_thread_uid(rustix::process::Uid::from_raw(id)).unwrap();
+    }
     server
         .run_with_ready(
             || {
