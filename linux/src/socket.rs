@@ -156,6 +156,29 @@ pub fn set_reuse_port(fd: impl AsFd, on: bool) -> io::Result<()> {
     sockopt::set_socket_reuseport(fd, on).map_err(err)
 }
 
+/// Listens on a bound socket (`listen(2)`), again after [`stop_listening`] too:
+/// `backlog` is capped by the kernel at `net.core.somaxconn`.
+///
+/// # Errors
+/// `EADDRINUSE` when another socket listens on the address and this one may not join
+/// it; `EINVAL` when the socket is connected.
+pub fn listen(fd: impl AsFd, backlog: i32) -> io::Result<()> {
+    rnet::listen(fd, backlog).map_err(err)
+}
+
+/// Stops a listening socket from listening but keeps it bound (`shutdown(2)` with
+/// `SHUT_RD`, which Linux implements on a listener as a disconnect): connections queued
+/// on it are reset, or handed to another socket of its `SO_REUSEPORT` group when
+/// `net.ipv4.tcp_migrate_req` is 1. [`listen`] makes it listen again, needing neither
+/// the privilege to bind its port nor the identity of the group's owner, which a new
+/// bind would.
+///
+/// # Errors
+/// `ENOTCONN` when the socket does not listen.
+pub fn stop_listening(fd: impl AsFd) -> io::Result<()> {
+    rnet::shutdown(fd, rnet::Shutdown::Read).map_err(err)
+}
+
 /// The address the socket is bound to (`getsockname(2)`).
 ///
 /// # Errors
@@ -225,6 +248,30 @@ mod tests {
         // Without SO_REUSEPORT the same bind fails.
         let e = tcp_listener(addr, &ListenOptions::default()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
+    fn a_listener_that_stopped_listening_stays_bound_and_listens_again() {
+        let opts = ListenOptions {
+            reuse_port: true,
+            ..ListenOptions::default()
+        };
+        let a = tcp_listener("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let addr = local_addr(&a).unwrap();
+        let b = tcp_listener(addr, &opts).unwrap();
+        stop_listening(&b).unwrap();
+        // Still bound to the same address, no longer listening: accept fails.
+        assert_eq!(local_addr(&b).unwrap(), addr);
+        assert_eq!(
+            accept(&b).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput,
+            "EINVAL: not listening"
+        );
+        listen(&b, 16).unwrap();
+        assert_eq!(accept(&b).unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        // A listener that was never listening cannot stop.
+        let c = tcp_socket(&addr).unwrap();
+        assert!(stop_listening(&c).is_err());
     }
 
     #[test]

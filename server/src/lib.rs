@@ -2,9 +2,10 @@
 //!
 //! What it does: a parent process opens one `SO_REUSEPORT` listening socket per worker on
 //! the address (the kernel spreads connections among them), forks `workers` processes
-//! (default: one per CPU), and supervises them: it restarts a worker that dies on the
-//! same socket and, on `SIGTERM` or `SIGINT`, stops them all and exits. The parent holds
-//! the sockets until it stops, so the port stays taken even while no worker listens.
+//! (default: one per CPU), and supervises them: it restarts a worker that dies on that
+//! worker's socket and, on `SIGTERM` or `SIGINT`, stops them all and exits. The parent
+//! holds the sockets until that signal, so the port stays taken even while no worker
+//! listens (see [`Server::run`] for backoff).
 //! Each worker accepts from its own socket and runs one
 //! single-threaded epoll loop: accept, read, parse every complete request
 //! ([`keel_http`], pipelining included), call the [`Handler`], and write all the

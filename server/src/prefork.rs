@@ -12,12 +12,16 @@ use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-/// How long the parent waits for a new worker to report that it listens.
+/// How long the parent waits for a new worker to report that it is ready.
 const WORKER_START_TIMEOUT: Duration = Duration::from_secs(10);
 /// A worker that dies sooner than this after starting counts as failing to start, and
 /// its restarts back off: 100 ms, doubling up to [`MAX_BACKOFF`].
 const HEALTHY_AFTER: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// A slot that waits this long or longer for its restart, while another worker serves,
+/// stops listening meanwhile (see [`release_backing_off`]); shorter waits keep the
+/// queued connections for the replacement.
+const RELEASE_WAIT: Duration = Duration::from_secs(1);
 
 /// A bound server, ready to [`run`](Server::run).
 ///
@@ -25,9 +29,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// `SO_REUSEPORT` (the kernel spreads new connections over them), and the parent process
 /// holds them until the server stops, as nginx's master process does. Each worker
 /// inherits its own socket and accepts from it; the parent never accepts. So the port is
-/// held by a listening socket from `bind` on, also while no worker listens (before the
-/// first ones start, and while a dead one waits to be replaced), and connections queued
-/// on a dead worker's socket wait for its replacement instead of being reset.
+/// held by a listening socket from `bind` until `SIGTERM` or `SIGINT`, also while no
+/// worker listens (before the first ones start, and while a dead one waits to be
+/// replaced), and connections queued on a dead worker's socket wait for its replacement
+/// instead of being reset (unless that replacement is a second or more away and another
+/// worker serves: see [`Server::run`]).
 #[derive(Debug)]
 pub struct Server {
     config: Config,
@@ -39,10 +45,13 @@ pub struct Server {
 
 struct Slot {
     pid: Option<Pid>,
-    /// The listening socket this slot's workers inherit, held across their restarts.
-    /// `None` while the slot backs off and another slot's worker serves (see
-    /// [`release_backing_off`]); made anew when the slot restarts.
+    /// The listening socket this slot's workers inherit, held across their restarts
+    /// (`None` only in a worker, for the other slots).
     listener: Option<OwnedFd>,
+    /// Whether `listener` listens: not while the slot backs off for long and another
+    /// slot's worker serves (see [`release_backing_off`]); it listens again, still
+    /// bound, when the slot restarts.
+    listening: bool,
     started: Instant,
     restart_at: Option<Instant>,
     quick_deaths: u32,
@@ -134,11 +143,15 @@ impl Server {
     ///
     /// A worker that dies is restarted on the same socket, so the connections queued on
     /// it wait for the replacement. One that dies within a second of starting is
-    /// restarted after a backoff (100 ms, doubling up to 5 s); while it backs off and
-    /// another worker serves, its socket is closed (what queued on it is reset) so new
-    /// connections go to the live workers, and a new one is made for the restart. The
-    /// last socket is never closed that way: it keeps the port, and its connections
-    /// wait.
+    /// restarted after a backoff (100 ms, doubling up to 5 s; 5 s after a replacement
+    /// that did not get ready). While a slot waits a second or more and another worker
+    /// serves, its socket stops listening (what queued on it is reset, or moved to
+    /// another worker's socket with `net.ipv4.tcp_migrate_req=1`) so that new
+    /// connections go to the live workers; it stays bound, and listens again for the
+    /// restart, which needs no privilege even after the process dropped its own. With
+    /// no other worker serving, a slot keeps listening: the port stays held, and
+    /// clients connect and wait for a worker (so a check that only connects sees the
+    /// server up while every worker keeps dying).
     ///
     /// On the signal, the parent closes its copies of the sockets, every worker gets
     /// `SIGTERM`, stops accepting, finishes its in-flight requests within
@@ -203,6 +216,7 @@ impl Server {
             .map(|l| Slot {
                 pid: None,
                 listener: Some(l),
+                listening: true,
                 started: now,
                 restart_at: None,
                 quick_deaths: 0,
@@ -293,28 +307,41 @@ impl Server {
     }
 }
 
+/// The accept backlog of every worker's socket (the kernel caps it at
+/// `net.core.somaxconn`).
+const LISTEN_BACKLOG: i32 = 4096;
+
 /// The options of every worker's listening socket.
 fn listen_options() -> ListenOptions {
     ListenOptions {
         reuse_port: true,
+        backlog: Some(LISTEN_BACKLOG),
         ..ListenOptions::default()
     }
 }
 
-/// Closes the listening socket of every slot that waits for a restart while some other
-/// slot's worker serves, so the kernel sends new connections to the live workers instead
-/// of queueing them for the whole backoff. Connections already queued on it are reset
-/// (or, with `net.ipv4.tcp_migrate_req=1`, moved to another socket of the group). The
-/// socket of the last slot to have one stays, holding the port.
+/// Stops the socket of every slot that waits [`RELEASE_WAIT`] or longer for its restart
+/// from listening while some other slot's worker serves, so the kernel sends new
+/// connections to the live workers instead of queueing them for the whole backoff.
+/// Connections already queued on it are reset (or, with `net.ipv4.tcp_migrate_req=1`,
+/// moved to another socket of the group). The socket stays bound for the restart to
+/// listen on again: a new bind could fail once the process has dropped privileges.
 fn release_backing_off(slots: &mut [Slot]) {
+    let now = Instant::now();
     for n in 0..slots.len() {
-        let waiting = slots[n].pid.is_none() && slots[n].listener.is_some();
+        let long_wait = slots[n]
+            .restart_at
+            .is_some_and(|t| t.saturating_duration_since(now) >= RELEASE_WAIT);
+        let waiting = slots[n].pid.is_none() && slots[n].listening && long_wait;
         let served_elsewhere = slots
             .iter()
             .enumerate()
-            .any(|(m, s)| m != n && s.pid.is_some() && s.listener.is_some());
+            .any(|(m, s)| m != n && s.pid.is_some() && s.listening);
         if waiting && served_elsewhere {
-            slots[n].listener = None;
+            if let Some(l) = &slots[n].listener {
+                // On failure it keeps listening: connections wait, as for a short wait.
+                slots[n].listening = keel_linux::socket::stop_listening(l).is_err();
+            }
         }
     }
 }
@@ -386,8 +413,8 @@ fn stop_all(slots: &mut [Slot], signals: &SignalFd, grace: Duration) {
     }
 }
 
-/// Forks the worker of `slots[n]`, on that slot's listening socket (made anew when the
-/// slot has none), and waits until it is ready (or fails to be).
+/// Forks the worker of `slots[n]`, on that slot's socket (listening again first when it
+/// stopped for a backoff), and waits until it is ready (or fails to be).
 fn spawn<F, H>(
     config: &Config,
     tls: Option<&keel_tls::ServerConfig>,
@@ -401,10 +428,14 @@ where
     F: Fn() -> H,
     H: Handler,
 {
-    if slots[n].listener.is_none() {
-        let l = socket::tcp_listener(config.addr, &listen_options())
-            .map_err(|e| Error::WorkerStart(format!("listen on {}: {e}", config.addr)))?;
-        slots[n].listener = Some(l);
+    if !slots[n].listening {
+        let listen_err = |e| Error::WorkerStart(format!("listen on {}: {e}", config.addr));
+        let l = slots[n]
+            .listener
+            .as_ref()
+            .ok_or_else(|| listen_err(io::Error::from(io::ErrorKind::NotFound)))?;
+        socket::listen(l, LISTEN_BACKLOG).map_err(listen_err)?;
+        slots[n].listening = true;
     }
     let (ready_r, ready_w) = lio::pipe().map_err(|source| Error::Io { op: "pipe", source })?;
     match process::fork().map_err(|e| Error::WorkerStart(format!("fork: {e}")))? {
