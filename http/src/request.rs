@@ -186,10 +186,17 @@ impl FieldSpan {
             // each end instead of the loops of `trim_ows`.
             value: match value {
                 [b' ', first, .., last] if !is_ows(*first) && !is_ows(*last) => &value[1..],
-                _ => trim_ows(value),
+                _ => trim_ows_out_of_line(value),
             },
         }
     }
+}
+
+/// [`trim_ows`] for the values [`FieldSpan::line`] does not trim the short way, out
+/// of line so that iterating over field lines stays small enough to inline.
+#[inline(never)]
+fn trim_ows_out_of_line(value: &[u8]) -> &[u8] {
+    trim_ows(value)
 }
 
 /// The field spans of the head being parsed, `slots[..len]`, in order. The slots
@@ -1556,6 +1563,7 @@ pub struct Fields<'a> {
 impl<'a> Iterator for Fields<'a> {
     type Item = FieldLine<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<FieldLine<'a>> {
         self.spans.next().map(|span| span.line(self.head))
     }
@@ -1568,6 +1576,7 @@ impl<'a> Iterator for Fields<'a> {
 impl ExactSizeIterator for Fields<'_> {}
 
 impl DoubleEndedIterator for Fields<'_> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
         self.spans.next_back().map(|span| span.line(self.head))
     }
