@@ -554,8 +554,9 @@ fn main() {
 
     // 4. Instructions per request under callgrind.
     let mut instr: Vec<InstructionsRow> = Vec::new();
+    let has_valgrind =
+        !args.no_instructions && Command::new("valgrind").arg("--version").output().is_ok();
     if !args.no_instructions {
-        let has_valgrind = Command::new("valgrind").arg("--version").output().is_ok();
         if !has_valgrind {
             progress(
                 "valgrind is not installed (Debian package `valgrind`): no instruction counts",
@@ -620,7 +621,7 @@ fn main() {
     // 4b. The request-head parsers, keel's and httparse's, under callgrind: the same
     //     inputs and work as the criterion benchmark `benches/parser.rs`.
     let mut parser_instr: Vec<ParserInstructionsRow> = Vec::new();
-    if !args.no_instructions && Command::new("valgrind").arg("--version").output().is_ok() {
+    if has_valgrind {
         match parser_instructions(&root, &scratch, !args.no_build, scale) {
             Ok(rows) => parser_instr = rows,
             Err(e) => progress(&format!("parser instructions: {e}")),
