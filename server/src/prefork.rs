@@ -199,16 +199,11 @@ impl Server {
         let _ = keel_linux::rlimit::raise_nofile_limit();
         let parent = process::pid();
 
-        let start_worker = |slots: &mut [Slot], n: usize| {
-            spawn(
-                &config,
-                tls.as_deref(),
-                &make_handler,
-                &stop,
-                parent,
-                slots,
-                n,
-            )
+        let start_worker = |slots: &mut [Slot], n: usize| spawn(&config, slots, n);
+        // In a new worker: close the parent's own signalfd, then serve.
+        let serve = |side: WorkerSide, signals: SignalFd| -> ! {
+            drop(signals);
+            become_worker(side, &config, tls.as_deref(), &make_handler, &stop, parent)
         };
         let now = Instant::now();
         let mut slots: Vec<Slot> = listeners
@@ -224,7 +219,8 @@ impl Server {
             .collect();
         for n in 0..slots.len() {
             match start_worker(&mut slots, n) {
-                Ok(pid) => {
+                Ok(Spawned::Worker(side)) => serve(side, signals),
+                Ok(Spawned::Parent(pid)) => {
                     slots[n].pid = Some(pid);
                     slots[n].started = Instant::now();
                 }
@@ -293,7 +289,8 @@ impl Server {
                     slots[n].restart_at = None;
                     slots[n].started = now;
                     match start_worker(&mut slots, n) {
-                        Ok(pid) => slots[n].pid = Some(pid),
+                        Ok(Spawned::Worker(side)) => serve(side, signals),
+                        Ok(Spawned::Parent(pid)) => slots[n].pid = Some(pid),
                         Err(e) => {
                             eprintln!("keel: worker {n} failed to restart: {e}");
                             slots[n].quick_deaths += 1;
@@ -413,21 +410,26 @@ fn stop_all(slots: &mut [Slot], signals: &SignalFd, grace: Duration) {
     }
 }
 
+/// What [`spawn`] returns on each side of the fork.
+enum Spawned {
+    /// In the parent: the worker's pid, once it is ready.
+    Parent(Pid),
+    /// In the new worker process: the descriptors it is to serve with. The caller
+    /// closes what else the parent held for itself (its signalfd), then calls
+    /// [`become_worker`].
+    Worker(WorkerSide),
+}
+
+/// A new worker's own descriptors: its end of the readiness pipe and its slot's socket.
+struct WorkerSide {
+    ready: OwnedFd,
+    listener: Option<OwnedFd>,
+}
+
 /// Forks the worker of `slots[n]`, on that slot's socket (listening again first when it
-/// stopped for a backoff), and waits until it is ready (or fails to be).
-fn spawn<F, H>(
-    config: &Config,
-    tls: Option<&keel_tls::ServerConfig>,
-    make_handler: &F,
-    stop: &SignalSet,
-    parent: Pid,
-    slots: &mut [Slot],
-    n: usize,
-) -> Result<Pid, Error>
-where
-    F: Fn() -> H,
-    H: Handler,
-{
+/// stopped for a backoff), and waits until it is ready (or fails to be). In the child it
+/// closes the other slots' sockets and returns [`Spawned::Worker`].
+fn spawn(config: &Config, slots: &mut [Slot], n: usize) -> Result<Spawned, Error> {
     if !slots[n].listening {
         let listen_err = |e| Error::WorkerStart(format!("listen on {}: {e}", config.addr));
         let l = slots[n]
@@ -446,17 +448,10 @@ where
             for s in slots.iter_mut() {
                 s.listener = None;
             }
-            let code = match listener
-                .map(|l| worker_main(config, tls, make_handler, stop, parent, ready_w, l))
-            {
-                Some(Ok(())) => 0,
-                Some(Err(e)) => {
-                    eprintln!("keel: worker {}: {e}", process::pid().as_raw_nonzero());
-                    1
-                }
-                None => 1,
-            };
-            std::process::exit(code);
+            Ok(Spawned::Worker(WorkerSide {
+                ready: ready_w,
+                listener,
+            }))
         }
         Fork::Parent(pid) => {
             drop(ready_w);
@@ -474,7 +469,7 @@ where
                     Ok(true)
                 ) && matches!(lio::read(&ready_r, &mut [0u8; 1]), Ok(0));
             if ok {
-                Ok(pid)
+                Ok(Spawned::Parent(pid))
             } else {
                 let _ = process::kill(pid, Signal::KILL);
                 Err(Error::WorkerStart(format!(
@@ -485,6 +480,34 @@ where
             }
         }
     }
+}
+
+/// Runs the worker of a [`Spawned::Worker`] and exits the process with its status: 0
+/// after a graceful stop, 1 when it failed (it says why on stderr).
+fn become_worker<F, H>(
+    side: WorkerSide,
+    config: &Config,
+    tls: Option<&keel_tls::ServerConfig>,
+    make_handler: &F,
+    stop: &SignalSet,
+    parent: Pid,
+) -> !
+where
+    F: Fn() -> H,
+    H: Handler,
+{
+    let code = match side
+        .listener
+        .map(|l| worker_main(config, tls, make_handler, stop, parent, side.ready, l))
+    {
+        Some(Ok(())) => 0,
+        Some(Err(e)) => {
+            eprintln!("keel: worker {}: {e}", process::pid().as_raw_nonzero());
+            1
+        }
+        None => 1,
+    };
+    std::process::exit(code);
 }
 
 fn worker_main<F, H>(
