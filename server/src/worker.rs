@@ -2163,6 +2163,43 @@ mod tests {
         (c, peer)
     }
 
+    /// An accept error that accepting again does not clear (`ENOMEM`, `ENOBUFS`, a
+    /// security policy's `EPERM`) must not hold the worker in its accept loop: it would
+    /// spin there at full CPU, serving none of its connections and never reading its
+    /// stop signals. A listener that stopped listening stands in for those errors here:
+    /// it fails every accept (with `EINVAL`) and epoll reports it at once, every time.
+    #[test]
+    fn an_accept_error_that_does_not_go_away_pauses_accepting() {
+        use keel_linux::signal::SignalSet;
+        use keel_linux::socket::{self, ListenOptions};
+        let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let opts = ListenOptions {
+            backlog: Some(16),
+            ..ListenOptions::default()
+        };
+        let listener = socket::tcp_listener(addr, &opts).unwrap();
+        socket::stop_listening(&listener).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        // On its own thread, so a worker stuck in the loop does not hold the test.
+        std::thread::spawn(move || {
+            let handler = |_: &crate::Request<'_>, _: &mut Response| {};
+            let mut w = super::Worker::new(
+                crate::Config::new(addr),
+                None,
+                handler,
+                listener,
+                &SignalSet::empty(),
+            )
+            .unwrap();
+            w.accept_all();
+            let _ = done_tx.send(w.accept_paused_until.is_some());
+        });
+        let paused = done_rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("accept_all returned");
+        assert!(paused, "accepting pauses, as when out of descriptors");
+    }
+
     #[test]
     fn owed_responses_go_out_from_the_cache_in_order_with_the_output_around_them() {
         let mut cache = cache_with(b"Hello, World!");
