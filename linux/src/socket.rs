@@ -97,6 +97,33 @@ pub fn accept(listener: impl AsFd) -> io::Result<OwnedFd> {
     rnet::accept_with(listener, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC).map_err(err)
 }
 
+/// Whether an error of [`accept`] concerns one connection only, which the failed accept
+/// took off the queue, so accepting again goes on with the next one: `ECONNABORTED` (the
+/// client gave up), `EPROTO`, and the network errors Linux passes on from the new socket
+/// (`ENETDOWN`, `ENOPROTOOPT`, `EHOSTDOWN`, `ENONET`, `EHOSTUNREACH`, `EOPNOTSUPP`,
+/// `ENETUNREACH`; see accept(2)). Any other error (`EMFILE`, `ENOMEM`, `ENOBUFS`,
+/// `EPERM` from a security policy, `EINVAL` from a socket that stopped listening) may
+/// come back on every try.
+pub fn accept_failed_for_one_connection(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    let Some(raw) = e.raw_os_error() else {
+        return false;
+    };
+    [
+        Errno::CONNABORTED,
+        Errno::PROTO,
+        Errno::NETDOWN,
+        Errno::NOPROTOOPT,
+        Errno::HOSTDOWN,
+        Errno::NONET,
+        Errno::HOSTUNREACH,
+        Errno::OPNOTSUPP,
+        Errno::NETUNREACH,
+    ]
+    .iter()
+    .any(|e| e.raw_os_error() == raw)
+}
+
 /// Whether `e` says the process or the system ran out of file descriptors (`EMFILE`,
 /// `ENFILE`): an accept that fails so leaves the connection queued, and retrying at once
 /// fails again.
@@ -226,6 +253,37 @@ pub fn shutdown(fd: impl AsFd, how: Shutdown) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accept_errors_of_one_connection_are_told_from_those_that_persist() {
+        use rustix::io::Errno;
+        let os = |e: Errno| io::Error::from_raw_os_error(e.raw_os_error());
+        for e in [Errno::CONNABORTED, Errno::PROTO, Errno::NETUNREACH] {
+            assert!(accept_failed_for_one_connection(&os(e)), "{e:?}");
+        }
+        for e in [
+            Errno::MFILE,
+            Errno::NOMEM,
+            Errno::NOBUFS,
+            Errno::PERM,
+            Errno::INVAL,
+        ] {
+            assert!(!accept_failed_for_one_connection(&os(e)), "{e:?}");
+        }
+        let not_os = io::Error::other("x");
+        assert!(!accept_failed_for_one_connection(&not_os));
+        // A listener that stopped listening fails every accept with EINVAL.
+        let opts = ListenOptions {
+            backlog: Some(4),
+            ..ListenOptions::default()
+        };
+        let l = tcp_listener("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        stop_listening(&l).unwrap();
+        for _ in 0..2 {
+            let e = accept(&l).unwrap_err();
+            assert!(!accept_failed_for_one_connection(&e), "{e}");
+        }
+    }
 
     #[test]
     fn listener_gets_a_port_and_accept_would_block() {

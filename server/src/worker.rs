@@ -362,9 +362,13 @@ pub(crate) struct Worker<'t, H> {
     response_cache: ResponseCache,
     date: Prefix,
     shutdown_deadline: Option<Millis>,
-    /// Accepting is paused (the listener is out of epoll) until then, after the process
-    /// ran out of file descriptors.
+    /// Accepting is paused (the listener is out of epoll) until then, after an accept
+    /// error that may come back on every try (the process ran out of file descriptors,
+    /// for one).
     accept_paused_until: Option<Millis>,
+    /// The errno of the last accept that failed so, until one succeeds (to say each
+    /// kind of error once, not on every retry).
+    accept_error: Option<i32>,
     /// Connection deadlines.
     wheel: Wheel,
     /// Entries that came due this turn (kept to reuse its allocation).
@@ -652,7 +656,8 @@ fn write_until_full(
     Ok(true)
 }
 
-/// How long accepting pauses after `EMFILE`/`ENFILE`.
+/// How long accepting pauses after `EMFILE`/`ENFILE`, or another accept error that may
+/// come back on every try.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 impl<'t, H: Handler> Worker<'t, H> {
@@ -695,6 +700,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
             accept_paused_until: None,
+            accept_error: None,
             wheel: Wheel::new(),
             due: Vec::new(),
             generations: Vec::new(),
@@ -1017,6 +1023,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         loop {
             match socket::accept(listener) {
                 Ok(fd) => {
+                    self.accept_error = None;
                     if self.live >= self.config.max_connections {
                         // Over the limit: refuse by closing at once.
                         drop(fd);
@@ -1070,18 +1077,29 @@ impl<'t, H: Handler> Worker<'t, H> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if socket::is_out_of_fds(&e) => {
-                    // Out of descriptors: the connection stays queued and the listener
-                    // stays readable, so level-triggered epoll would wake us at once,
-                    // forever. Take the listener out of epoll for a while instead.
+                // ECONNABORTED and friends concern one connection only.
+                Err(e) if socket::accept_failed_for_one_connection(&e) => {}
+                Err(e) => {
+                    // Out of descriptors, or another error that may come back on every
+                    // try (ENOMEM, ENOBUFS, a policy's EPERM): accepting again at once
+                    // would spin here, and level-triggered epoll would wake us for the
+                    // still-readable listener at once, forever. Take the listener out of
+                    // epoll for a while instead.
+                    if !socket::is_out_of_fds(&e) && self.accept_error != e.raw_os_error() {
+                        // Said once per kind of error in a row, not on every retry.
+                        eprintln!(
+                            "keel: worker {}: accept: {e}; pausing accepting for {} ms",
+                            keel_linux::process::pid().as_raw_nonzero(),
+                            ACCEPT_PAUSE_MS
+                        );
+                    }
+                    self.accept_error = e.raw_os_error();
                     if self.epoll.delete(listener).is_ok() {
                         self.accept_paused_until =
                             Some(self.now + ACCEPT_PAUSE_MS + self.clock_slack);
                     }
                     return;
                 }
-                // ECONNABORTED and friends concern one connection only.
-                Err(_) => {}
             }
         }
     }
