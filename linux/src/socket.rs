@@ -9,6 +9,7 @@ use rustix::net::{self as rnet, sockopt, AddressFamily, SocketFlags, SocketType}
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
 
 /// How [`tcp_listener`] prepares its socket.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +26,80 @@ pub struct ListenOptions {
     /// For an IPv6 address, set `IPV6_V6ONLY` (default `true`) so `[::]` does not also
     /// take IPv4.
     pub ipv6_only: bool,
+    /// TCP keepalive for the connections accepted on the socket (default `None`: off).
+    /// Linux copies it from the listening socket to each accepted one, so it costs no
+    /// system call per connection.
+    pub keepalive: Option<TcpKeepalive>,
+}
+
+/// TCP keepalive (RFC 1122 §4.2.3.6): after `idle` without anything received, probe the
+/// peer every `interval`; after `count` probes unanswered, the connection fails with
+/// `ETIMEDOUT` (epoll reports an error). A peer that vanished without a FIN or a reset
+/// (a host that went down, a NAT entry that expired) is found so within
+/// `idle + interval × count`, even on a connection that sends nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpKeepalive {
+    /// Time without anything received before the first probe (`TCP_KEEPIDLE`): whole
+    /// seconds, 1 s to 32,767 s.
+    pub idle: Duration,
+    /// Time between probes (`TCP_KEEPINTVL`): whole seconds, 1 s to 32,767 s.
+    pub interval: Duration,
+    /// Unanswered probes before the connection fails (`TCP_KEEPCNT`): 1 to 127.
+    pub count: u32,
+}
+
+impl TcpKeepalive {
+    /// Checks the ranges Linux takes; the error names the field that is out of range.
+    ///
+    /// # Errors
+    /// A message such as `"idle must be whole seconds from 1 s to 32767 s"`.
+    pub fn check(&self) -> Result<(), &'static str> {
+        let secs = |d: Duration| d.subsec_nanos() == 0 && (1..=32_767).contains(&d.as_secs());
+        if !secs(self.idle) {
+            return Err("idle must be whole seconds from 1 s to 32767 s");
+        }
+        if !secs(self.interval) {
+            return Err("interval must be whole seconds from 1 s to 32767 s");
+        }
+        if !(1..=127).contains(&self.count) {
+            return Err("count must be from 1 to 127");
+        }
+        Ok(())
+    }
+}
+
+/// Turns TCP keepalive on (`SO_KEEPALIVE`) with the times and count of `keepalive`.
+///
+/// # Errors
+/// `EINVAL` when a field is out of the range [`TcpKeepalive::check`] tells; `EBADF`,
+/// `ENOTSOCK`, `EOPNOTSUPP` on a non-TCP socket.
+pub fn set_tcp_keepalive(fd: impl AsFd, keepalive: &TcpKeepalive) -> io::Result<()> {
+    if keepalive.check().is_err() {
+        return Err(io::Error::from_raw_os_error(
+            rustix::io::Errno::INVAL.raw_os_error(),
+        ));
+    }
+    let fd = fd.as_fd();
+    sockopt::set_tcp_keepidle(fd, keepalive.idle).map_err(err)?;
+    sockopt::set_tcp_keepintvl(fd, keepalive.interval).map_err(err)?;
+    sockopt::set_tcp_keepcnt(fd, keepalive.count).map_err(err)?;
+    sockopt::set_socket_keepalive(fd, true).map_err(err)
+}
+
+/// The TCP keepalive settings of a socket, or `None` when `SO_KEEPALIVE` is off.
+///
+/// # Errors
+/// `EBADF`, `ENOTSOCK`, `EOPNOTSUPP` on a non-TCP socket.
+pub fn tcp_keepalive(fd: impl AsFd) -> io::Result<Option<TcpKeepalive>> {
+    let fd = fd.as_fd();
+    if !sockopt::socket_keepalive(fd).map_err(err)? {
+        return Ok(None);
+    }
+    Ok(Some(TcpKeepalive {
+        idle: sockopt::tcp_keepidle(fd).map_err(err)?,
+        interval: sockopt::tcp_keepintvl(fd).map_err(err)?,
+        count: sockopt::tcp_keepcnt(fd).map_err(err)?,
+    }))
 }
 
 impl Default for ListenOptions {
@@ -34,6 +109,7 @@ impl Default for ListenOptions {
             reuse_port: false,
             backlog: Some(4096),
             ipv6_only: true,
+            keepalive: None,
         }
     }
 }
@@ -77,6 +153,9 @@ pub fn tcp_listener(addr: SocketAddr, opts: &ListenOptions) -> io::Result<OwnedF
     }
     if addr.is_ipv6() {
         sockopt::set_ipv6_v6only(&fd, opts.ipv6_only).map_err(err)?;
+    }
+    if let Some(k) = &opts.keepalive {
+        set_tcp_keepalive(&fd, k)?;
     }
     rnet::bind(&fd, &addr).map_err(err)?;
     if let Some(backlog) = opts.backlog {
@@ -283,6 +362,68 @@ mod tests {
             let e = accept(&l).unwrap_err();
             assert!(!accept_failed_for_one_connection(&e), "{e}");
         }
+    }
+
+    #[test]
+    fn accepted_connections_take_the_listeners_keepalive() {
+        let keepalive = TcpKeepalive {
+            idle: Duration::from_secs(7),
+            interval: Duration::from_secs(3),
+            count: 4,
+        };
+        for (set, want) in [(None, None), (Some(keepalive), Some(keepalive))] {
+            let opts = ListenOptions {
+                keepalive: set,
+                ..ListenOptions::default()
+            };
+            let l = tcp_listener("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+            assert_eq!(tcp_keepalive(&l).unwrap(), want);
+            let _client = std::net::TcpStream::connect(local_addr(&l).unwrap()).unwrap();
+            let s = loop {
+                match accept(&l) {
+                    Ok(s) => break s,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            assert_eq!(tcp_keepalive(&s).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn keepalive_out_of_range_is_refused() {
+        let ok = TcpKeepalive {
+            idle: Duration::from_secs(60),
+            interval: Duration::from_secs(10),
+            count: 6,
+        };
+        assert_eq!(ok.check(), Ok(()));
+        let bad = [
+            TcpKeepalive {
+                idle: Duration::ZERO,
+                ..ok
+            },
+            TcpKeepalive {
+                idle: Duration::from_millis(1500),
+                ..ok
+            },
+            TcpKeepalive {
+                interval: Duration::from_secs(32_768),
+                ..ok
+            },
+            TcpKeepalive { count: 0, ..ok },
+            TcpKeepalive { count: 128, ..ok },
+        ];
+        let l = tcp_listener("127.0.0.1:0".parse().unwrap(), &ListenOptions::default()).unwrap();
+        for k in bad {
+            assert!(k.check().is_err(), "{k:?}");
+            let e = set_tcp_keepalive(&l, &k).unwrap_err();
+            assert_eq!(
+                e.raw_os_error(),
+                Some(rustix::io::Errno::INVAL.raw_os_error())
+            );
+        }
+        assert_eq!(tcp_keepalive(&l).unwrap(), None);
     }
 
     #[test]
