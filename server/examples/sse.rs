@@ -19,7 +19,7 @@ use clap::Parser;
 use keel_http::{write_comment, write_event, SseEvent};
 use keel_server::{
     header, Config, Header, Params, Request, Response, Router, Server, StreamContext, StreamPoll,
-    Waker,
+    TcpKeepalive, Waker,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,6 +33,34 @@ struct Args {
     /// Worker processes [default: the number of CPUs].
     #[arg(long)]
     workers: Option<usize>,
+    /// TCP keepalive as IDLE,INTERVAL,COUNT (seconds, seconds, probes), or `off`
+    /// [default: 60,10,6].
+    #[arg(long, value_parser = parse_keepalive)]
+    tcp_keepalive: Option<Keepalive>,
+}
+
+/// The `--tcp-keepalive` setting.
+#[derive(Clone, Copy)]
+struct Keepalive(Option<TcpKeepalive>);
+
+fn parse_keepalive(s: &str) -> Result<Keepalive, String> {
+    if s == "off" {
+        return Ok(Keepalive(None));
+    }
+    let f: Vec<&str> = s.split(',').collect();
+    let [idle, interval, count] = f[..] else {
+        return Err("expected IDLE,INTERVAL,COUNT or off".into());
+    };
+    let secs = |v: &str| {
+        v.parse()
+            .map(Duration::from_secs)
+            .map_err(|e| format!("{v}: {e}"))
+    };
+    Ok(Keepalive(Some(TcpKeepalive {
+        idle: secs(idle)?,
+        interval: secs(interval)?,
+        count: count.parse().map_err(|e| format!("{count}: {e}"))?,
+    })))
 }
 
 fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
@@ -179,6 +207,9 @@ fn main() -> Result<(), keel_server::Error> {
     let mut config = Config::new(args.addr);
     if let Some(w) = args.workers {
         config.workers = w;
+    }
+    if let Some(Keepalive(k)) = args.tcp_keepalive {
+        config.tcp_keepalive = k;
     }
     let server = Server::bind(config)?;
     let addr = server.local_addr();

@@ -63,6 +63,7 @@ mod worker;
 
 pub use handler::{BodySink, Handler, Header, Request, Response};
 pub use keel_http::{Limits, StatusCode};
+pub use keel_linux::socket::TcpKeepalive;
 pub use prefork::Server;
 pub use router::{Params, Router};
 pub use static_files::StaticFiles;
@@ -103,6 +104,17 @@ pub struct Config {
     /// off). Lines are collected during a loop turn and written once per turn; when
     /// standard error falls behind by more than 1 MiB, lines are dropped and counted.
     pub access_log: bool,
+    /// TCP keepalive on every connection (RFC 1122 §4.2.3.6; default: first probe after
+    /// 60 s without anything received, then every 10 s, and the connection fails after
+    /// 6 unanswered probes). It finds a client that vanished without a FIN or a reset
+    /// on a connection the worker has no deadline for, such as a server-sent-events
+    /// stream waiting for its next event, within `idle + interval × count` (2 minutes by
+    /// default). A busy connection sends no probes, and the default idle time is no
+    /// shorter than the keep-alive timeout, so idle keep-alive connections close before
+    /// any probe. Set on the listening sockets, which the accepted ones copy it from: no
+    /// system call per connection. `None` leaves keepalive off. [`Server::bind`] refuses
+    /// values out of the ranges [`TcpKeepalive`] gives.
+    pub tcp_keepalive: Option<TcpKeepalive>,
 }
 
 /// How long a connection may take over each thing it does; each fires after it
@@ -150,6 +162,11 @@ impl Config {
             shutdown_timeout: Duration::from_secs(5),
             timeouts: Timeouts::default(),
             access_log: false,
+            tcp_keepalive: Some(TcpKeepalive {
+                idle: Duration::from_secs(60),
+                interval: Duration::from_secs(10),
+                count: 6,
+            }),
         }
     }
 
@@ -182,6 +199,9 @@ pub enum Error {
     /// `workers` was 0.
     #[error("the server needs at least one worker")]
     NoWorkers,
+    /// A setting of [`Config`] is out of its range (the message names it).
+    #[error("invalid configuration: {0}")]
+    Config(String),
     /// A worker process failed to start: `fork` failed, the socket of a restarted
     /// worker could not be made, or the worker could not set up its event loop (the
     /// message says which).

@@ -67,10 +67,15 @@ impl Server {
     /// # Errors
     /// [`Error::Bind`] when the address cannot be bound, including when another process
     /// (of any user, keel or not) already listens on it (`EADDRINUSE`: "Address in
-    /// use"); [`Error::NoWorkers`] when `config.workers` is 0.
+    /// use"); [`Error::NoWorkers`] when `config.workers` is 0; [`Error::Config`] when
+    /// `config.tcp_keepalive` is out of range.
     pub fn bind(mut config: Config) -> Result<Server, Error> {
         if config.workers == 0 {
             return Err(Error::NoWorkers);
+        }
+        if let Some(k) = &config.tcp_keepalive {
+            k.check()
+                .map_err(|e| Error::Config(format!("tcp_keepalive: {e}")))?;
         }
         let bind_err = |addr| move |source| Error::Bind { addr, source };
         // First without SO_REUSEPORT: that bind fails if anything listens on the
@@ -89,7 +94,7 @@ impl Server {
         // another server binding port 0 then could take it. Once they listen, the
         // port is taken for everyone but sockets of this user with SO_REUSEPORT (which
         // is how SO_REUSEPORT works; the probe keeps keel servers from doing that).
-        let opts = listen_options();
+        let opts = listen_options(&config);
         let listeners = (0..config.workers)
             .map(|_| socket::tcp_listener(config.addr, &opts))
             .collect::<io::Result<Vec<_>>>()
@@ -309,10 +314,11 @@ impl Server {
 const LISTEN_BACKLOG: i32 = 4096;
 
 /// The options of every worker's listening socket.
-fn listen_options() -> ListenOptions {
+fn listen_options(config: &Config) -> ListenOptions {
     ListenOptions {
         reuse_port: true,
         backlog: Some(LISTEN_BACKLOG),
+        keepalive: config.tcp_keepalive,
         ..ListenOptions::default()
     }
 }

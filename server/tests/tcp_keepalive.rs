@@ -52,3 +52,169 @@ fn connections_have_tcp_keepalive_by_default() {
         "first probe after the 60 s idle time, not {left:?}"
     );
 }
+
+fn run(args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Two network namespaces, client (10.78.0.1) and server (10.78.0.2), joined by a veth
+/// pair; deleted on drop.
+struct Namespaces {
+    client: String,
+    server: String,
+    client_if: String,
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        let _ = run(&["ip", "netns", "del", &self.client]);
+        let _ = run(&["ip", "netns", "del", &self.server]);
+    }
+}
+
+impl Namespaces {
+    fn create() -> Result<Namespaces, String> {
+        let mut rnd = [0u8; 3];
+        keel_linux::random::fill(&mut rnd).map_err(|e| e.to_string())?;
+        let tag = format!("{:02x}{:02x}{:02x}", rnd[0], rnd[1], rnd[2]);
+        let (client, server) = (format!("keelkc-{tag}"), format!("keelks-{tag}"));
+        run(&["ip", "netns", "add", &client])?;
+        let mut ns = Namespaces {
+            client,
+            server: String::new(),
+            client_if: format!("kaC{tag}"),
+        };
+        run(&["ip", "netns", "add", &server])?;
+        ns.server = server;
+        let server_if = format!("kaS{tag}");
+        let (c, s, ci) = (
+            ns.client.as_str(),
+            ns.server.as_str(),
+            ns.client_if.as_str(),
+        );
+        run(&[
+            "ip", "-n", c, "link", "add", ci, "type", "veth", "peer", "name", &server_if, "netns",
+            s,
+        ])?;
+        run(&["ip", "-n", c, "addr", "add", "10.78.0.1/24", "dev", ci])?;
+        run(&[
+            "ip",
+            "-n",
+            s,
+            "addr",
+            "add",
+            "10.78.0.2/24",
+            "dev",
+            &server_if,
+        ])?;
+        for (n, i) in [(c, ci), (s, server_if.as_str())] {
+            run(&["ip", "-n", n, "link", "set", "lo", "up"])?;
+            run(&["ip", "-n", n, "link", "set", i, "up"])?;
+        }
+        Ok(ns)
+    }
+}
+
+/// Descriptors of process `pid` that are sockets.
+fn sockets_of(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    })
+}
+
+/// A server-sent-events stream waits for an event due in 1000 s; its client's host then
+/// vanishes (its link is deleted: no FIN, no reset, the server's packets go nowhere).
+/// With keepalive at 1 s idle, 1 s interval and 2 probes, the worker closes the
+/// connection within seconds.
+#[test]
+fn a_waiting_stream_whose_client_vanished_is_closed_by_keepalive() {
+    use std::io::{Read, Write};
+    let ns = match Namespaces::create() {
+        Ok(ns) => ns,
+        Err(e) if std::env::var("KEEL_SKIP_NETNS").as_deref() == Ok("1") => {
+            eprintln!("SKIPPED a_waiting_stream_whose_client_vanished_is_closed_by_keepalive: cannot create network namespaces ({e}); KEEL_SKIP_NETNS=1");
+            return;
+        }
+        Err(e) => panic!(
+            "cannot create network namespaces: {e} \
+             (needs root and iproute2; set KEEL_SKIP_NETNS=1 to skip)"
+        ),
+    };
+    let server = start_example_wrapped_at(
+        &["ip", "netns", "exec", &ns.server],
+        "sse",
+        "10.78.0.2:0",
+        1,
+        &["--tcp-keepalive", "1,1,2"],
+    );
+    let worker = server.workers()[0];
+    let addr = server.addr;
+    let path = std::path::PathBuf::from("/run/netns").join(&ns.client);
+    let stream = std::thread::spawn(move || {
+        keel_linux::netns::enter_net_namespace(&path).expect("setns");
+        let mut s = std::net::TcpStream::connect(addr).expect("connect from the client");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /events?count=0&interval_ms=1000000 HTTP/1.1\r\nHost: a\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !got.windows(11).any(|w| w == b"retry: 1000") {
+            let n = s.read(&mut buf).expect("the stream begins");
+            assert!(n > 0, "closed before the stream began");
+            got.extend_from_slice(&buf[..n]);
+        }
+        s
+    })
+    .join()
+    .expect("client thread");
+    assert_eq!(
+        sockets_of(worker),
+        2,
+        "the listener and the stream's connection"
+    );
+    // Past the keepalive time, with the client still there: the probes are answered.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(sockets_of(worker), 2, "a live client's stream stays open");
+
+    run(&["ip", "-n", &ns.client, "link", "del", &ns.client_if]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while sockets_of(worker) != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker still holds the vanished client's connection after 15 s \
+             (keepalive should close it after about 3 s)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(established_timers(worker, addr.port()).is_empty());
+    drop(stream);
+}
+
+#[test]
+fn bind_refuses_keepalive_settings_linux_does_not_take() {
+    let mut config = keel_server::Config::new("127.0.0.1:0".parse().unwrap());
+    config.workers = 1;
+    let ok = config.tcp_keepalive.expect("on by default");
+    config.tcp_keepalive = Some(keel_server::TcpKeepalive { count: 0, ..ok });
+    match keel_server::Server::bind(config) {
+        Err(keel_server::Error::Config(m)) => assert!(m.contains("count"), "{m}"),
+        other => panic!("{:?}", other.map(|s| s.local_addr())),
+    }
+}

@@ -243,6 +243,17 @@ pub fn start_example_wrapped(
     workers: usize,
     extra: &[&str],
 ) -> ServerProcess {
+    start_example_wrapped_at(wrapper, name, "127.0.0.1:0", workers, extra)
+}
+
+/// As [`start_example_wrapped`], listening on `addr` in place of `127.0.0.1:0`.
+pub fn start_example_wrapped_at(
+    wrapper: &[&str],
+    name: &str,
+    addr: &str,
+    workers: usize,
+    extra: &[&str],
+) -> ServerProcess {
     let example = example_path(name);
     let mut command = match wrapper.split_first() {
         Some((program, args)) => {
@@ -253,7 +264,7 @@ pub fn start_example_wrapped(
         None => Command::new(&example),
     };
     let mut child = command
-        .args(["--addr", "127.0.0.1:0", "--workers", &workers.to_string()])
+        .args(["--addr", addr, "--workers", &workers.to_string()])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
