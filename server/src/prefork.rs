@@ -318,6 +318,9 @@ fn listen_options(config: &Config) -> ListenOptions {
     ListenOptions {
         reuse_port: true,
         backlog: Some(LISTEN_BACKLOG),
+        // Copied to every accepted connection: each response leaves in one write, so
+        // Nagle's algorithm could only hold the next one back.
+        nodelay: true,
         keepalive: config.tcp_keepalive,
         ..ListenOptions::default()
     }

@@ -1029,7 +1029,6 @@ impl<'t, H: Handler> Worker<'t, H> {
                         drop(fd);
                         continue;
                     }
-                    let _ = socket::set_nodelay(&fd, true);
                     let i = match self.free.pop() {
                         Some(i) => i,
                         None => {
