@@ -19,6 +19,10 @@ host-record=both.keel.test,192.0.2.2,2001:db8::2
 cname=alias1.keel.test,alias2.keel.test
 cname=alias2.keel.test,both.keel.test
 host-record=www.search.test,192.0.2.7
+local=/sa.test/
+local=/sb.test/
+host-record=www.sa.test,127.0.0.1
+host-record=www.sb.test,::1
 addn-hosts=@DIR@/many.hosts
 ";
 
@@ -178,6 +182,46 @@ fn search_domains_and_ndots() {
     assert_eq!(ips(&a), ["192.0.2.7".parse::<IpAddr>().unwrap()]);
     let e = r.lookup("nope", RrType::A, soon()).unwrap_err();
     assert!(matches!(e, Error::NxDomain { .. }), "{e:?}");
+}
+
+/// With `search sa.test sb.test`, `www` is www.sa.test, which has an A record and no
+/// AAAA; www.sb.test has only an AAAA record. Both families must come from the first
+/// name of the search list that has any address (as glibc and Go ask A and AAAA for each
+/// name in turn): an AAAA lookup that went on to www.sb.test on its own would mix two
+/// hosts, and Happy Eyeballs would connect to the wrong one (IPv6 first).
+#[test]
+fn a_and_aaaa_come_from_the_same_name_of_the_search_list() {
+    let d = server();
+    let mut conf = ResolvConf::parse("search sa.test sb.test\noptions ndots:1\n");
+    conf.nameservers = vec![d.addr];
+    conf.timeout = Duration::from_secs(2);
+    let r = std::sync::Arc::new(Resolver::new(conf, Hosts::default()));
+    let l = r.lookup_ip("www", soon());
+    let a = l.a.as_ref().unwrap();
+    assert_eq!(a.name.to_string(), "www.sa.test.");
+    assert_eq!(ips(a), ["127.0.0.1".parse::<IpAddr>().unwrap()]);
+    assert!(
+        matches!(l.aaaa, Err(Error::NoAddress { .. })),
+        "www.sa.test has no AAAA record; got {:?}",
+        l.aaaa
+    );
+
+    // A server on both loopback addresses, one port: the connection must go to
+    // www.sa.test's 127.0.0.1, not to www.sb.test's ::1.
+    let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = v4.local_addr().unwrap().port();
+    let Ok(_v6) = std::net::TcpListener::bind(("::1", port)) else {
+        panic!("cannot listen on [::1]:{port}: the test needs IPv6 loopback");
+    };
+    let c = keel_net::happy_eyeballs::connect_by_name(
+        &r,
+        "www",
+        port,
+        keel_net::happy_eyeballs::Config::default(),
+        soon(),
+    )
+    .unwrap();
+    assert_eq!(c.peer, std::net::SocketAddr::from(([127, 0, 0, 1], port)));
 }
 
 #[test]
