@@ -17,6 +17,7 @@
 //! - the first connection to complete wins; the others are closed (§5);
 //! - one overall deadline bounds everything.
 
+use crate::dns::resolver::SearchPair;
 use crate::dns::wire::RrType;
 use crate::dns::Resolver;
 use crate::error::{Error, FailedAttempt};
@@ -263,16 +264,19 @@ pub fn connect_by_name(
         .map_err(Error::io("epoll"))?;
     let wake_w = Arc::new(wake_w);
     let (tx, rx) = mpsc::channel();
+    // Both families from the same name of the search list.
+    let pair = Arc::new(SearchPair::new());
     for qtype in [RrType::AAAA, RrType::A] {
-        let (resolver, host, tx, wake) = (
+        let (resolver, host, tx, wake, pair) = (
             Arc::clone(resolver),
             host.to_owned(),
             tx.clone(),
             Arc::clone(&wake_w),
+            Arc::clone(&pair),
         );
         std::thread::spawn(move || {
             let r = resolver
-                .lookup(&host, qtype, deadline)
+                .lookup_paired(&host, qtype, deadline, &pair)
                 .map(|a| a.addresses.iter().map(|&(ip, _)| ip).collect());
             let msg = if qtype == RrType::AAAA {
                 Resolved::Aaaa(r)

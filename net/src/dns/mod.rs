@@ -4,7 +4,7 @@
 
 pub mod conf;
 pub mod hosts;
-mod resolver;
+pub(crate) mod resolver;
 pub mod wire;
 
 pub use conf::ResolvConf;

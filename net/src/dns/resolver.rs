@@ -9,7 +9,7 @@ use crate::{TcpStream, UdpSocket};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most CNAME records followed for one lookup (RFC 1034 §3.6.2 asks resolvers to
@@ -148,6 +148,62 @@ impl std::fmt::Debug for Resolver {
     }
 }
 
+/// How one half of a [`SearchPair`] left a name of the search list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Not yet known.
+    Pending,
+    /// The name does not exist, or has no record of the half's family: go on to the next.
+    NameMissing,
+    /// The half ended there: it found addresses, or failed with another error.
+    Stop,
+}
+
+/// Keeps the A and the AAAA lookups of one name on the same name of the search list: a
+/// half goes on past a name only once the other found nothing there either.
+#[derive(Debug, Default)]
+pub(crate) struct SearchPair {
+    /// Per name of the search list: the step of the A half and of the AAAA half.
+    steps: Mutex<Vec<[Step; 2]>>,
+    changed: Condvar,
+}
+
+impl SearchPair {
+    pub(crate) fn new() -> SearchPair {
+        SearchPair::default()
+    }
+
+    fn record(&self, name: usize, family: usize, step: Step) {
+        let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
+        if steps.len() <= name {
+            steps.resize(name + 1, [Step::Pending; 2]);
+        }
+        steps[name][family] = step;
+        self.changed.notify_all();
+    }
+
+    /// Waits until the other half's step at `name` is known, and returns it; `Stop` when
+    /// `deadline` passes first (this half could not finish another name in time anyway).
+    fn other_step(&self, name: usize, family: usize, deadline: Instant) -> Step {
+        let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let step = steps.get(name).map_or(Step::Pending, |s| s[1 - family]);
+            if step != Step::Pending {
+                return step;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Step::Stop;
+            }
+            steps = self
+                .changed
+                .wait_timeout(steps, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
 impl Resolver {
     /// A resolver with this configuration, hosts table and default [`QueryOptions`]
     /// (with `tcp` from `use-vc`).
@@ -193,14 +249,18 @@ impl Resolver {
     }
 
     /// Looks up the A and AAAA records of `name` in parallel (the AAAA lookup on a second
-    /// thread), both bounded by `deadline`.
+    /// thread), both bounded by `deadline`. Both come from the same name of the search
+    /// list: the first one with an address of either family (as glibc and Go ask both
+    /// types for each name in turn), so the two halves never mix two hosts.
     ///
     /// # Errors
-    /// Each half carries its own error, as [`Resolver::lookup`].
+    /// Each half carries its own error, as [`Resolver::lookup`]; a family the chosen
+    /// name has no record of gets [`Error::NoAddress`].
     pub fn lookup_ip(&self, name: &str, deadline: Instant) -> Lookup {
+        let pair = SearchPair::new();
         std::thread::scope(|s| {
-            let aaaa = s.spawn(|| self.lookup(name, RrType::AAAA, deadline));
-            let a = self.lookup(name, RrType::A, deadline);
+            let aaaa = s.spawn(|| self.lookup_paired(name, RrType::AAAA, deadline, &pair));
+            let a = self.lookup_paired(name, RrType::A, deadline, &pair);
             let aaaa = aaaa.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             Lookup { aaaa, a }
         })
@@ -221,6 +281,29 @@ impl Resolver {
     /// # Panics
     /// When `qtype` is neither A nor AAAA.
     pub fn lookup(&self, name: &str, qtype: RrType, deadline: Instant) -> Result<Answer, Error> {
+        self.lookup_with(name, qtype, deadline, None)
+    }
+
+    /// As [`Resolver::lookup`], for one half of a pair of lookups (A and AAAA) of `name`
+    /// that `pair` keeps on the same name of the search list. The other half must run
+    /// at the same time, with the same `pair`, on another thread.
+    pub(crate) fn lookup_paired(
+        &self,
+        name: &str,
+        qtype: RrType,
+        deadline: Instant,
+        pair: &SearchPair,
+    ) -> Result<Answer, Error> {
+        self.lookup_with(name, qtype, deadline, Some(pair))
+    }
+
+    fn lookup_with(
+        &self,
+        name: &str,
+        qtype: RrType,
+        deadline: Instant,
+        pair: Option<&SearchPair>,
+    ) -> Result<Answer, Error> {
         assert!(
             qtype == RrType::A || qtype == RrType::AAAA,
             "lookup takes A or AAAA"
@@ -262,16 +345,36 @@ impl Resolver {
             }
         }
         let mut last = None;
-        for candidate in self.conf.candidates(name)? {
-            match self.resolve(&candidate, qtype, deadline) {
-                Ok(a) => return Ok(a),
-                Err(e @ Error::NxDomain { .. }) => {
-                    if !matches!(last, Some(Error::NoAddress { .. })) {
-                        last = Some(e);
+        let family = usize::from(qtype == RrType::AAAA);
+        for (i, candidate) in self.conf.candidates(name)?.iter().enumerate() {
+            let e = match self.resolve(candidate, qtype, deadline) {
+                Ok(a) => {
+                    if let Some(p) = pair {
+                        p.record(i, family, Step::Stop);
                     }
+                    return Ok(a);
                 }
-                Err(e @ Error::NoAddress { .. }) => last = Some(e),
-                Err(e) => return Err(e),
+                Err(e @ (Error::NxDomain { .. } | Error::NoAddress { .. })) => e,
+                Err(e) => {
+                    if let Some(p) = pair {
+                        p.record(i, family, Step::Stop);
+                    }
+                    return Err(e);
+                }
+            };
+            if let Some(p) = pair {
+                p.record(i, family, Step::NameMissing);
+                // This name has nothing of this family; if it has the other family's
+                // addresses (or the other lookup stopped on an error there), this name
+                // is the answer, without this family.
+                if p.other_step(i, family, deadline) == Step::Stop {
+                    return Err(e);
+                }
+            }
+            if matches!(e, Error::NoAddress { .. })
+                || !matches!(last, Some(Error::NoAddress { .. }))
+            {
+                last = Some(e);
             }
         }
         Err(last.unwrap_or(Error::NoNameserver))
