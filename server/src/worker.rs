@@ -61,6 +61,10 @@ struct Conn {
     start: usize,
     /// Bytes of `input[start..]` already searched for the end of the head without success.
     head_scanned: usize,
+    /// The length of the head at `input[start..]` while its body (chunked, or going to a
+    /// sink) is still arriving, with `await_len` at `usize::MAX`; 0 otherwise. Each read
+    /// meanwhile goes on with the body ([`continue_body`]) without parsing the head.
+    body_head: usize,
     output: Vec<u8>,
     written: usize,
     /// Copies of the worker's cached response ([`ResponseCache::bytes`]) owed at
@@ -260,6 +264,7 @@ impl Conn {
             input_lent: false,
             start: 0,
             head_scanned: 0,
+            body_head: 0,
             output: Vec::new(),
             written: 0,
             owed: 0,
@@ -1709,12 +1714,28 @@ impl<'t, H: Handler> Worker<'t, H> {
                 c.answers_waiting = c.start < c.input.len();
                 return Next::Drain;
             }
-            let buf = &c.input[c.start..];
+            let mut buf = &c.input[c.start..];
             if buf.is_empty() {
                 return all_input_answered(c);
             }
             if buf.len() < c.await_len {
-                return Next::Read;
+                if c.body_head == 0 {
+                    return Next::Read;
+                }
+                // A chunked body, or one going to a sink, still arriving: go on with it
+                // without parsing the head again at every read (a head can be tens of
+                // KiB). Once it is complete, the head is parsed once more below (the
+                // parser has served other connections since), and the body's arm finds
+                // it complete.
+                match continue_body(c) {
+                    Ok(false) => return Next::Read,
+                    Ok(true) => {
+                        c.await_len = 0;
+                        c.body_head = 0;
+                    }
+                    Err(status) => return fail(c, date, status),
+                }
+                buf = &c.input[c.start..];
             }
             // Skip parsing when no new byte can have ended the head: the parse of a
             // slowly arriving head stays O(bytes received), not O(bytes²).
@@ -1780,6 +1801,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                                 c.sent_continue = true;
                                 c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
                             }
+                            c.body_head = head_len;
+                            c.await_len = usize::MAX;
                             return Next::Read;
                         }
                         Err(status) => {
@@ -1833,6 +1856,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                                     c.sent_continue = true;
                                     c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
                                 }
+                                c.body_head = head_len;
+                                c.await_len = usize::MAX;
                                 return Next::Read;
                             }
                         }
@@ -1944,6 +1969,36 @@ impl<'t, H: Handler> Worker<'t, H> {
                     return all_input_answered(c);
                 }
             }
+        }
+    }
+}
+
+/// Goes on with a body still arriving after a head parsed on an earlier read
+/// ([`Conn::body_head`]): feeds what came to the sink, or decodes it into the chunked
+/// body. Returns whether the body is now complete; on a refusal, drops the sink or the
+/// chunked body and returns the status to answer with. Out of line: the usual request
+/// never comes here.
+#[cold]
+#[inline(never)]
+fn continue_body(c: &mut Conn) -> Result<bool, StatusCode> {
+    let body_at = c.start + c.body_head;
+    if let Some(sink) = c.sink.as_mut() {
+        return feed_sink(sink, &mut c.input, body_at).map_err(|status| {
+            c.sink = None;
+            refusal_status(status)
+        });
+    }
+    let Some(body) = c.chunked.as_mut() else {
+        return Err(StatusCode::BAD_REQUEST);
+    };
+    match decode_available(body, &c.input[body_at..]) {
+        Ok((used, done)) => {
+            c.input.drain(body_at..body_at + used);
+            Ok(done)
+        }
+        Err(e) => {
+            c.chunked = None;
+            Err(e.status_hint())
         }
     }
 }
