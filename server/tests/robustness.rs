@@ -145,6 +145,41 @@ fn a_body_trickling_in_after_a_large_head_does_not_parse_the_head_again() {
     );
 }
 
+/// Chunk extensions carry no content, and each line may have 1 KiB of them: a body must
+/// not be let through with unbounded framing for its content (1,000 bytes of framing
+/// per byte would let 1 GiB in for the 1 MiB body limit). Past 16 KiB of chunk
+/// extensions in one body (hyper's limit), the request gets 400.
+#[test]
+fn chunk_extensions_are_limited_per_body() {
+    let server = ServerProcess::start(1);
+    let mut s = server.connect();
+    let ext = format!(";{}", "a".repeat(1020));
+    let mut req =
+        b"POST /plaintext HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..20 {
+        req.extend_from_slice(format!("1{ext}\r\nx\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"0\r\n\r\n");
+    send(&mut s, &req);
+    let r = read_response(&mut s, &mut Vec::new()).expect("a response");
+    assert_eq!(
+        r.status, 400,
+        "20 KiB of chunk extensions for 20 bytes of content"
+    );
+
+    // Under the limit, the body goes through (the app answers POST with 404).
+    let mut s = server.connect();
+    let mut req =
+        b"POST /plaintext HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..15 {
+        req.extend_from_slice(format!("1{ext}\r\nx\r\n").as_bytes());
+    }
+    req.extend_from_slice(b"0\r\n\r\n");
+    send(&mut s, &req);
+    let r = read_response(&mut s, &mut Vec::new()).expect("a response");
+    assert_eq!(r.status, 404, "15 KiB of chunk extensions");
+}
+
 /// A request-line longer than the 8 KiB limit with no line end yet gets 414 as soon as
 /// the limit is passed, not only once the whole head limit (72 KiB) is buffered.
 #[test]
