@@ -38,6 +38,12 @@ pub struct ChunkedLimits {
     /// [`Error::ChunkExtTooLong`]
     /// ([RFC 9112 §7.1.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1.1)).
     pub max_chunk_ext_size: usize,
+    /// Maximum length in bytes of all the chunk-exts of one body together
+    /// (default 16 KiB, as hyper). Longer is [`Error::ChunkExtsTooLarge`].
+    /// Chunk extensions carry no content, so without this bound a body of
+    /// one-byte chunks could bring `max_chunk_ext_size` bytes of framing per
+    /// content byte past `max_body_size`.
+    pub max_chunk_exts_size: usize,
     /// Maximum size in bytes of the trailer section, its field lines and the
     /// final CRLF included (default 8 KiB). Larger is
     /// [`Error::TrailerSectionTooLarge`]
@@ -54,6 +60,7 @@ impl Default for ChunkedLimits {
     fn default() -> Self {
         Self {
             max_chunk_ext_size: 1024,
+            max_chunk_exts_size: 16 * 1024,
             max_trailer_section_size: 8 * 1024,
             max_body_size: u64::MAX,
         }
@@ -196,6 +203,8 @@ pub struct ChunkedDecoder {
     body_size: u64,
     /// Bytes of chunk-ext read on the current chunk-size line.
     ext_size: usize,
+    /// Bytes of chunk-ext read in the whole body.
+    exts_size: usize,
     /// Bytes of the trailer section read so far.
     trailer_size: usize,
     /// Whether a trailer field line was read (for obs-fold detection).
@@ -218,6 +227,7 @@ impl ChunkedDecoder {
             remaining: 0,
             body_size: 0,
             ext_size: 0,
+            exts_size: 0,
             trailer_size: 0,
             has_trailer_fields: false,
         }
@@ -249,6 +259,7 @@ impl ChunkedDecoder {
     ///
     /// [`Error::InvalidChunkSize`], [`Error::ChunkSizeOverflow`],
     /// [`Error::InvalidChunkExt`], [`Error::ChunkExtTooLong`],
+    /// [`Error::ChunkExtsTooLarge`],
     /// [`Error::InvalidChunkData`], [`Error::BodyTooLarge`], trailer field
     /// errors ([`Error::InvalidFieldName`], [`Error::WhitespaceBeforeColon`],
     /// [`Error::InvalidFieldValue`], [`Error::ObsFold`]) and
@@ -392,12 +403,19 @@ impl ChunkedDecoder {
         Ok(next)
     }
 
-    /// Counts one chunk-ext byte against the limit and enters `next`.
+    /// Counts one chunk-ext byte against the limits (of the line and of the
+    /// body) and enters `next`.
     fn ext_byte(&mut self, next: Ext) -> Result<State, Error> {
         self.ext_size += 1;
         if self.ext_size > self.limits.max_chunk_ext_size {
             return Err(Error::ChunkExtTooLong {
                 limit: self.limits.max_chunk_ext_size,
+            });
+        }
+        self.exts_size += 1;
+        if self.exts_size > self.limits.max_chunk_exts_size {
+            return Err(Error::ChunkExtsTooLarge {
+                limit: self.limits.max_chunk_exts_size,
             });
         }
         Ok(State::Ext(next))
@@ -785,6 +803,28 @@ mod tests {
             let body = format!("3{ext}\r\nabc\r\n0\r\n\r\n");
             reject(body.as_bytes(), Error::InvalidChunkExt);
         }
+    }
+
+    #[test]
+    fn rejects_chunk_exts_over_the_body_limit() {
+        let limits = ChunkedLimits {
+            max_chunk_ext_size: 8,
+            max_chunk_exts_size: 16,
+            ..ChunkedLimits::default()
+        };
+        // Two lines of 8 bytes of extensions: 16 in all, at the limit.
+        let ok = b"1;abc=def\r\na\r\n0;abc=def\r\n\r\n";
+        let mut decoder = ChunkedDecoder::new(limits);
+        let d = decoder.decode(ok).unwrap();
+        assert_eq!(d.event, ChunkEvent::Data(11..12));
+        assert_eq!(decoder.decode(&ok[12..]).unwrap().event, ChunkEvent::End);
+        // A third line's first extension byte goes over.
+        reject_with(
+            limits,
+            b"1;abc=def\r\na\r\n1;abc=def\r\nb\r\n1;\r\nc\r\n0\r\n\r\n",
+            Error::ChunkExtsTooLarge { limit: 16 },
+        );
+        assert_eq!(ChunkedLimits::default().max_chunk_exts_size, 16 * 1024);
     }
 
     #[test]

@@ -245,6 +245,15 @@ pub enum Error {
         /// The `max_chunk_ext_size` in force, in bytes.
         limit: usize,
     },
+    /// The chunk-exts of one chunked body add up to more than
+    /// `ChunkedLimits::max_chunk_exts_size` bytes
+    /// ([RFC 9112 §7.1.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1.1)):
+    /// framing that carries no content. Hint: 400.
+    #[error("chunk-exts of the body longer than {limit} bytes in all")]
+    ChunkExtsTooLarge {
+        /// The `max_chunk_exts_size` in force, in bytes.
+        limit: usize,
+    },
     /// The trailer section (field lines and the final CRLF) is larger than
     /// `ChunkedLimits::max_trailer_section_size` bytes
     /// ([RFC 9112 §7.1.2](https://www.rfc-editor.org/rfc/rfc9112#section-7.1.2)).
@@ -327,7 +336,8 @@ impl Error {
             | Self::ChunkSizeOverflow
             | Self::InvalidChunkExt
             | Self::InvalidChunkData
-            | Self::ChunkExtTooLong { .. } => StatusCode::BAD_REQUEST,
+            | Self::ChunkExtTooLong { .. }
+            | Self::ChunkExtsTooLarge { .. } => StatusCode::BAD_REQUEST,
         }
     }
 }
