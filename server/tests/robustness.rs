@@ -180,6 +180,31 @@ fn chunk_extensions_are_limited_per_body() {
     assert_eq!(r.status, 404, "15 KiB of chunk extensions");
 }
 
+/// keel's server does not tunnel, so it must not answer CONNECT as if it did: a 2xx to
+/// CONNECT means both sides switch to a tunnel after the head (RFC 9110 §9.3.6), and an
+/// intermediary in front would then relay the bytes after it as tunnel data while keel
+/// parsed them as requests. CONNECT gets 501 Not Implemented, and the connection
+/// closes without reading the bytes that follow.
+#[test]
+fn connect_gets_501_and_the_connection_closes() {
+    // The hello app answers every request 200 with a body.
+    let server = start_example("hello", 1, &[]);
+    let mut s = server.connect();
+    send(
+        &mut s,
+        b"CONNECT internal:22 HTTP/1.1\r\nHost: internal:22\r\nContent-Length: 5\r\n\r\nhello\
+          GET /plaintext HTTP/1.1\r\nHost: a\r\n\r\n",
+    );
+    let mut buf = Vec::new();
+    let r = read_response(&mut s, &mut buf).expect("a response");
+    assert_eq!(r.status, 501);
+    assert!(
+        read_response(&mut s, &mut buf).is_none(),
+        "nothing after CONNECT is answered"
+    );
+    assert!(closes(&mut s));
+}
+
 /// A request-line longer than the 8 KiB limit with no line end yet gets 414 as soon as
 /// the limit is passed, not only once the whole head limit (72 KiB) is buffered.
 #[test]
