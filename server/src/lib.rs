@@ -21,6 +21,10 @@
 //! [`BodyStream`], [`Waker`]), request bodies taken piece by piece ([`BodySink`]), and
 //! HTTPS through keel-tls ([`Server::with_tls`]).
 //!
+//! The server does not tunnel: `CONNECT` gets `501 Not Implemented` without reaching the
+//! handler, and the connection closes (a `2xx` would switch the client, and any
+//! intermediary, to a tunnel; RFC 9110 §9.3.6).
+//!
 //! A handler must not block: one slow handler stalls every connection of its worker.
 //! Work that waits goes in a [`BodyStream`] that returns [`StreamPoll::Pending`] and is
 //! woken by a [`Waker`] from another thread. A handler that panics ends its worker

@@ -12,7 +12,8 @@ use crate::stream::{BodyStream, StreamContext, StreamPoll, WakeQueue};
 use crate::timer::{Entry, Millis, Wheel, NOT_FILED};
 use crate::Config;
 use keel_http::{
-    BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits, RequestParser, Status, StatusCode,
+    BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits, RequestParser, RequestTarget, Status,
+    StatusCode,
 };
 use keel_linux::epoll::{Epoll, Events, Interest};
 use keel_linux::io as lio;
@@ -1761,6 +1762,12 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.head_scanned = 0;
             let (body_length, expects_continue) = {
                 let req = parser.request(buf);
+                // CONNECT (the only method with an authority-form target): keel does
+                // not tunnel, and a 2xx would tell the client and any intermediary
+                // that the bytes after the head are tunnel data (RFC 9110 §9.3.6).
+                if req.target_form() == RequestTarget::Authority {
+                    return fail(c, date, StatusCode::NOT_IMPLEMENTED);
+                }
                 (req.body_length(), req.expects_continue())
             };
             let has_body = match body_length {
