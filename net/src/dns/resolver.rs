@@ -571,10 +571,19 @@ impl Resolver {
         let mut buf = vec![0u8; UDP_BUFFER_SIZE];
         loop {
             let n = sock.recv_before(&mut buf, deadline)?;
-            let Ok(msg) = Message::decode(&buf[..n]) else {
-                // A malformed datagram may be forged; keep waiting for the real one.
-                *ignored += 1;
-                continue;
+            let msg = match Message::decode(&buf[..n]) {
+                Ok(msg) => msg,
+                // A truncated answer may be cut anywhere after its question (RFC 1035
+                // §4.2.1): its header and question, checked below like any answer's,
+                // are enough to ask again over TCP.
+                Err(_) => match Message::decode_head(&buf[..n]) {
+                    Ok(head) if head.header.tc => head,
+                    // A malformed datagram may be forged; keep waiting for the real one.
+                    _ => {
+                        *ignored += 1;
+                        continue;
+                    }
+                },
             };
             if check(&msg, id, question).is_err() {
                 *ignored += 1;

@@ -536,6 +536,53 @@ impl<'a> Reader<'a> {
 
 const SECTIONS: [&str; 4] = ["question", "answer", "authority", "additional"];
 
+/// The header of a message (RFC 1035 §4.1.1).
+fn read_header(r: &mut Reader<'_>) -> Result<Header, WireError> {
+    let h = r.take(HEADER_SIZE, "header", 0)?;
+    let flags = u16::from_be_bytes([h[2], h[3]]);
+    Ok(Header {
+        id: u16::from_be_bytes([h[0], h[1]]),
+        qr: flags & 0x8000 != 0,
+        opcode: ((flags >> 11) & 0xF) as u8,
+        aa: flags & 0x0400 != 0,
+        tc: flags & 0x0200 != 0,
+        rd: flags & 0x0100 != 0,
+        ra: flags & 0x0080 != 0,
+        rcode: Rcode(flags & 0xF),
+        counts: [
+            u16::from_be_bytes([h[4], h[5]]),
+            u16::from_be_bytes([h[6], h[7]]),
+            u16::from_be_bytes([h[8], h[9]]),
+            u16::from_be_bytes([h[10], h[11]]),
+        ],
+    })
+}
+
+/// The `count` entries of the question section (RFC 1035 §4.1.2), after the header.
+fn read_questions(r: &mut Reader<'_>, count: u16) -> Result<Vec<Question>, WireError> {
+    // A question takes at least 5 octets: refuse a count the message cannot hold
+    // before allocating for it.
+    if count as usize * 5 > r.msg.len() - HEADER_SIZE {
+        return Err(WireError::CountTooLarge {
+            section: SECTIONS[0],
+            count,
+        });
+    }
+    let mut questions = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let start = r.pos;
+        let qname = r.name()?;
+        let qtype = RrType(r.u16("question", start)?);
+        let qclass = RrClass(r.u16("question", start)?);
+        questions.push(Question {
+            qname,
+            qtype,
+            qclass,
+        });
+    }
+    Ok(questions)
+}
+
 impl Message {
     /// Decodes one whole message: a UDP payload, or a TCP message without its two-octet
     /// length prefix (RFC 1035 §4.2.2). Octets after the last record are ignored.
@@ -544,34 +591,11 @@ impl Message {
     /// A [`WireError`] saying what is malformed and where.
     pub fn decode(msg: &[u8]) -> Result<Message, WireError> {
         let mut r = Reader { msg, pos: 0 };
-        let h = r.take(HEADER_SIZE, "header", 0)?;
-        let flags = u16::from_be_bytes([h[2], h[3]]);
-        let counts = [
-            u16::from_be_bytes([h[4], h[5]]),
-            u16::from_be_bytes([h[6], h[7]]),
-            u16::from_be_bytes([h[8], h[9]]),
-            u16::from_be_bytes([h[10], h[11]]),
-        ];
-        let mut header = Header {
-            id: u16::from_be_bytes([h[0], h[1]]),
-            qr: flags & 0x8000 != 0,
-            opcode: ((flags >> 11) & 0xF) as u8,
-            aa: flags & 0x0400 != 0,
-            tc: flags & 0x0200 != 0,
-            rd: flags & 0x0100 != 0,
-            ra: flags & 0x0080 != 0,
-            rcode: Rcode(flags & 0xF),
-            counts,
-        };
-        // A question takes at least 5 octets and a record at least 11: refuse counts
-        // the message cannot hold before allocating for them.
+        let mut header = read_header(&mut r)?;
+        let counts = header.counts;
+        // A record takes at least 11 octets: refuse counts the message cannot hold
+        // before allocating for them.
         let room = msg.len() - HEADER_SIZE;
-        if counts[0] as usize * 5 > room {
-            return Err(WireError::CountTooLarge {
-                section: SECTIONS[0],
-                count: counts[0],
-            });
-        }
         for i in 1..4 {
             if counts[i] as usize * 11 > room {
                 return Err(WireError::CountTooLarge {
@@ -580,18 +604,7 @@ impl Message {
                 });
             }
         }
-        let mut questions = Vec::with_capacity(counts[0] as usize);
-        for _ in 0..counts[0] {
-            let start = r.pos;
-            let qname = r.name()?;
-            let qtype = RrType(r.u16("question", start)?);
-            let qclass = RrClass(r.u16("question", start)?);
-            questions.push(Question {
-                qname,
-                qtype,
-                qclass,
-            });
-        }
+        let questions = read_questions(&mut r, counts[0])?;
         let mut sections: [Vec<Record>; 3] = Default::default();
         let mut edns = None;
         for (i, section) in sections.iter_mut().enumerate() {
@@ -663,6 +676,28 @@ impl Message {
             authority,
             additional,
             edns,
+        })
+    }
+
+    /// Decodes only the header and the question section of a message, leaving the
+    /// other sections empty (the header's counts stay as sent). For an answer with
+    /// TC set, which may be cut anywhere after its question (RFC 1035 §4.2.1): its
+    /// header and question are enough to match it to the query and ask again over
+    /// TCP.
+    ///
+    /// # Errors
+    /// A [`WireError`] when the header or the question section is malformed.
+    pub fn decode_head(msg: &[u8]) -> Result<Message, WireError> {
+        let mut r = Reader { msg, pos: 0 };
+        let header = read_header(&mut r)?;
+        let questions = read_questions(&mut r, header.counts[0])?;
+        Ok(Message {
+            header,
+            questions,
+            answers: Vec::new(),
+            authority: Vec::new(),
+            additional: Vec::new(),
+            edns: None,
         })
     }
 
@@ -1261,6 +1296,30 @@ mod tests {
             assert_eq!(back.edns, msg.edns);
             assert_eq!(back.header.rcode, msg.header.rcode);
         }
+    }
+
+    #[test]
+    fn a_message_cut_after_its_question_decodes_its_head_only() {
+        let q = Question {
+            qname: Name::from_ascii("cut.keel.test").unwrap(),
+            qtype: RrType::A,
+            qclass: RrClass::IN,
+        };
+        let mut m = Vec::new();
+        encode_query(0x1234, &q, true, None, &mut m);
+        m[2] |= 0x82; // QR and TC
+        m[7] = 3; // ANCOUNT 3, with only part of one record after the question
+        let whole = m.len();
+        m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
+        assert!(Message::decode(&m).is_err());
+        let head = Message::decode_head(&m).unwrap();
+        assert!(head.header.tc && head.header.qr);
+        assert_eq!(head.header.id, 0x1234);
+        assert_eq!(head.header.counts, [1, 3, 0, 0]);
+        assert_eq!(head.questions, [q]);
+        assert!(head.answers.is_empty());
+        // The question itself must be whole.
+        assert!(Message::decode_head(&m[..whole - 1]).is_err());
     }
 
     #[test]
