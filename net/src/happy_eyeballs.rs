@@ -460,6 +460,31 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// Delays too long to add to an `Instant` mean "wait", not a panic.
+    #[test]
+    fn delays_of_any_length_wait_instead_of_overflowing() {
+        let config = Config {
+            resolution_delay: Duration::MAX,
+            connection_attempt_delay: Duration::MAX,
+            ..Config::default()
+        };
+        let t0 = Instant::now();
+        let mut p = Planner::new(config, 80);
+        p.handle_a(t0, &[ip("192.0.2.1")]);
+        assert_eq!(p.poll_action(t0 + ms(100)), Action::Wait(None));
+        p.handle_aaaa(t0 + ms(200), &[ip("2001:db8::1")]);
+        assert_eq!(
+            p.poll_action(t0 + ms(200)),
+            Action::Start(sa("[2001:db8::1]:80"))
+        );
+        assert!(matches!(p.poll_action(t0 + ms(60_000)), Action::Wait(_)));
+        p.handle_attempt_failed(t0 + ms(60_000));
+        assert_eq!(
+            p.poll_action(t0 + ms(60_000)),
+            Action::Start(sa("192.0.2.1:80"))
+        );
+    }
+
     #[test]
     fn aaaa_first_starts_at_once_and_interleaves() {
         let t0 = Instant::now();

@@ -326,6 +326,18 @@ mod tests {
         assert!(start.elapsed() >= Duration::from_millis(50));
     }
 
+    /// A timeout too long to add to an `Instant` means "no deadline", not a panic.
+    #[test]
+    fn io_timeouts_of_any_length_do_not_overflow() {
+        let (mut c, mut s) = pair();
+        s.set_read_timeout(Some(Duration::MAX));
+        c.set_write_timeout(Some(Duration::MAX));
+        c.write_all(b"hi").unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(s.read(&mut buf).unwrap(), 2);
+        assert_eq!(&buf[..2], b"hi");
+    }
+
     #[test]
     fn io_read_timeout_maps_to_timed_out() {
         let (_c, mut s) = pair();
