@@ -101,6 +101,13 @@ pub struct Planner {
     in_flight: usize,
 }
 
+/// `now + delay`, or for a delay past any `Instant`, a time about 136 years on: in
+/// effect never, without the overflow panic of `+`.
+fn later(now: Instant, delay: Duration) -> Instant {
+    now.checked_add(delay)
+        .unwrap_or_else(|| now + Duration::from_secs(u64::from(u32::MAX)))
+}
+
 impl Planner {
     /// A planner for connections to `port`.
     pub fn new(config: Config, port: u16) -> Planner {
@@ -155,12 +162,12 @@ impl Planner {
             // Before the first attempt: AAAA first, or A plus the Resolution Delay.
             match self.a_done_at {
                 None => return Action::Wait(None),
-                Some(at) => {
-                    let until = at + self.config.resolution_delay;
-                    if now < until {
-                        return Action::Wait(Some(until));
-                    }
-                }
+                Some(at) => match at.checked_add(self.config.resolution_delay) {
+                    Some(until) if now < until => return Action::Wait(Some(until)),
+                    Some(_) => {}
+                    // A delay past any Instant: wait for the AAAA answer.
+                    None => return Action::Wait(None),
+                },
             }
         }
         if self.v6.is_empty() && self.v4.is_empty() {
@@ -193,7 +200,7 @@ impl Planner {
         self.started_any = true;
         self.last_family = Some(family);
         self.in_flight += 1;
-        self.next_attempt_at = Some(now + self.config.connection_attempt_delay);
+        self.next_attempt_at = Some(later(now, self.config.connection_attempt_delay));
         Action::Start(SocketAddr::new(ip, self.port))
     }
 }

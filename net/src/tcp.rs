@@ -286,14 +286,19 @@ impl AsFd for TcpStream {
 
 impl io::Read for TcpStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let deadline = self.read_timeout.map(|t| Instant::now() + t);
+        // A timeout past any Instant is no deadline at all.
+        let deadline = self
+            .read_timeout
+            .and_then(|t| Instant::now().checked_add(t));
         Ok(self.read_until(buf, deadline)?)
     }
 }
 
 impl io::Write for TcpStream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let deadline = self.write_timeout.map(|t| Instant::now() + t);
+        let deadline = self
+            .write_timeout
+            .and_then(|t| Instant::now().checked_add(t));
         Ok(self.write_until(buf, deadline)?)
     }
     fn flush(&mut self) -> io::Result<()> {
