@@ -473,7 +473,6 @@ mod tests {
         let config = Config {
             resolution_delay: Duration::MAX,
             connection_attempt_delay: Duration::MAX,
-            ..Config::default()
         };
         let t0 = Instant::now();
         let mut p = Planner::new(config, 80);
