@@ -81,7 +81,8 @@ pub struct QueryOptions {
     /// Query over TCP from the start (RFC 7766) instead of UDP first.
     pub tcp: bool,
     /// `Some(octets)`: send an OPT record advertising this UDP payload size (RFC 6891
-    /// §6.2.5; default 1232). `None`: plain RFC 1035 queries, answers capped at 512
+    /// §6.2.5; default 1232); a server that answers it with FORMERR is asked again
+    /// without it (RFC 6891 §7). `None`: plain RFC 1035 queries, answers capped at 512
     /// octets over UDP.
     pub edns_udp_size: Option<u16>,
     /// Consult the hosts file first (default `true`).
@@ -509,7 +510,15 @@ impl Resolver {
                 let r = if self.options.tcp {
                     tcp_exchange(server, &question, try_deadline)
                 } else {
-                    match self.udp_exchange(server, &question, try_deadline, &mut ignored) {
+                    let edns = self.options.edns_udp_size;
+                    let mut r =
+                        self.udp_exchange(server, &question, try_deadline, edns, &mut ignored);
+                    if edns.is_some() && matches!(&r, Ok(m) if m.header.rcode == Rcode::FORMERR) {
+                        // A server that does not know EDNS answers FORMERR: ask it again
+                        // without the OPT record (RFC 6891 §7), as glibc does.
+                        r = self.udp_exchange(server, &question, try_deadline, None, &mut ignored);
+                    }
+                    match r {
                         Ok(m) if m.header.tc => tcp_exchange(server, &question, try_deadline),
                         r => r.map(|m| (m, server, false)),
                     }
@@ -548,11 +557,15 @@ impl Resolver {
         }
     }
 
+    /// One query over UDP to `server`, with an OPT record offering `edns` octets when
+    /// `Some`; waits until `deadline` for an answer that matches it, counting the
+    /// datagrams dropped meanwhile in `ignored`.
     fn udp_exchange(
         &self,
         server: SocketAddr,
         question: &Question,
         deadline: Instant,
+        edns: Option<u16>,
         ignored: &mut u32,
     ) -> Result<Message, Error> {
         let any: SocketAddr = match server {
@@ -566,7 +579,7 @@ impl Resolver {
         sock.connect(server)?;
         let id = keel_linux::random::u16().map_err(Error::io("getrandom"))?;
         let mut out = Vec::with_capacity(64);
-        encode_query(id, question, true, self.options.edns_udp_size, &mut out);
+        encode_query(id, question, true, edns, &mut out);
         sock.send_before(&out, deadline)?;
         let mut buf = vec![0u8; UDP_BUFFER_SIZE];
         loop {
@@ -585,7 +598,15 @@ impl Resolver {
                     }
                 },
             };
-            if check(&msg, id, question).is_err() {
+            // A FORMERR to a query with an OPT record often has no question (the
+            // server could not parse it): taken on its ID alone, as glibc does, since
+            // all it can cause is the same query again without EDNS.
+            let formerr_to_edns = edns.is_some()
+                && msg.header.rcode == Rcode::FORMERR
+                && msg.questions.is_empty()
+                && msg.header.id == id
+                && msg.header.qr;
+            if !formerr_to_edns && check(&msg, id, question).is_err() {
                 *ignored += 1;
                 continue;
             }
