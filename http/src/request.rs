@@ -1491,6 +1491,35 @@ impl<'a> Request<'a> {
             .map(|field| field.value)
     }
 
+    /// The host (and port, if any) the request is for, `uri-host [ ":" port ]`, as the
+    /// origin server must determine it
+    /// ([RFC 9112 §3.2.2](https://www.rfc-editor.org/rfc/rfc9112#section-3.2.2),
+    /// [RFC 9110 §7.2](https://www.rfc-editor.org/rfc/rfc9110#section-7.2)): for an
+    /// absolute-form request-target, its authority, whatever `Host` says (the server
+    /// MUST ignore `Host` then); for authority-form (CONNECT), the target; otherwise
+    /// the `Host` field's value. `None` when there is none (an HTTP/1.0 request
+    /// without `Host`); empty for an empty `Host`. Virtual hosting should route on
+    /// this, not on the `Host` field.
+    #[must_use]
+    pub fn host(&self) -> Option<&'a [u8]> {
+        match self.parser.form {
+            RequestTarget::Absolute => {
+                let target = self.target();
+                // scheme "://" authority path-abempty [ "?" query ]; the parser took
+                // only that shape, without userinfo.
+                let start = target.windows(3).position(|w| w == b"://")? + 3;
+                let rest = &target[start..];
+                let end = rest
+                    .iter()
+                    .position(|&b| b == b'/' || b == b'?')
+                    .unwrap_or(rest.len());
+                Some(&rest[..end])
+            }
+            RequestTarget::Authority => Some(self.target()),
+            _ => self.field("host"),
+        }
+    }
+
     /// How the request body is framed
     /// ([RFC 9112 §6.3](https://www.rfc-editor.org/rfc/rfc9112#section-6.3)):
     /// [`BodyLength::Chunked`] if `Transfer-Encoding` ends with `chunked`,
@@ -1598,6 +1627,47 @@ impl fmt::Debug for Fields<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_is_the_absolute_targets_authority_else_the_host_field() {
+        let host = |head: &[u8]| {
+            let mut p = RequestParser::new(Limits::default());
+            assert!(matches!(p.parse(head), Ok(Status::Complete(_))), "{head:?}");
+            p.request(head).host().map(<[u8]>::to_vec)
+        };
+        let some = |h: &str| Some(h.as_bytes().to_vec());
+        assert_eq!(
+            host(b"GET /a HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            some("a.test")
+        );
+        assert_eq!(
+            host(b"GET /a HTTP/1.1\r\nHost: a.test:8080\r\n\r\n"),
+            some("a.test:8080")
+        );
+        // RFC 9112 §3.2.2: absolute-form wins over Host.
+        assert_eq!(
+            host(b"GET http://b.test/x?y HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            some("b.test")
+        );
+        assert_eq!(
+            host(b"GET http://b.test:81?y HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            some("b.test:81")
+        );
+        assert_eq!(
+            host(b"GET https://[2001:db8::1]:8443 HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            some("[2001:db8::1]:8443")
+        );
+        assert_eq!(
+            host(b"CONNECT c.test:443 HTTP/1.1\r\nHost: c.test:443\r\n\r\n"),
+            some("c.test:443")
+        );
+        assert_eq!(
+            host(b"OPTIONS * HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            some("a.test")
+        );
+        assert_eq!(host(b"GET / HTTP/1.1\r\nHost:\r\n\r\n"), some(""));
+        assert_eq!(host(b"GET / HTTP/1.0\r\n\r\n"), None);
+    }
 
     /// What a parsed head looks like, owned, for comparisons.
     #[derive(Debug, PartialEq, Eq)]
