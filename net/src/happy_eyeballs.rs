@@ -10,13 +10,16 @@
 //! - the AAAA and A queries start together (§3);
 //! - when the A answer comes first, wait up to the Resolution Delay (50 ms) for AAAA
 //!   before the first attempt; when AAAA comes first, start at once (§3);
-//! - address families are interleaved, IPv6 first, one address of each in turn (§4,
-//!   "First Address Family Count" 1);
+//! - the addresses of each family are sorted by destination address selection (RFC
+//!   6724 §6, [`crate::addr_select`]), and the families are interleaved one address of
+//!   each in turn, starting with the family of the most preferred address (§4, "First
+//!   Address Family Count" 1): IPv6 when both are usable alike;
 //! - a new attempt starts every Connection Attempt Delay (250 ms) while earlier ones are
 //!   still pending, or at once when every pending one has failed (§5);
 //! - the first connection to complete wins; the others are closed (§5);
 //! - one overall deadline bounds everything.
 
+use crate::addr_select::{self, Destination};
 use crate::dns::resolver::SearchPair;
 use crate::dns::wire::RrType;
 use crate::dns::Resolver;
@@ -91,14 +94,27 @@ enum Family {
 pub struct Planner {
     config: Config,
     port: u16,
-    v6: VecDeque<IpAddr>,
-    v4: VecDeque<IpAddr>,
+    v6: VecDeque<Destination>,
+    v4: VecDeque<Destination>,
     aaaa_done: bool,
     a_done_at: Option<Instant>,
     started_any: bool,
     last_family: Option<Family>,
     next_attempt_at: Option<Instant>,
     in_flight: usize,
+}
+
+/// Appends the addresses of `dests` that `family` accepts to `queue`, and sorts the
+/// queue by RFC 6724 §6 (stable: equals keep the order they came in).
+fn add_sorted(
+    queue: &mut VecDeque<Destination>,
+    dests: &[Destination],
+    family: fn(&IpAddr) -> bool,
+) {
+    queue.extend(dests.iter().copied().filter(|(ip, _)| family(ip)));
+    queue
+        .make_contiguous()
+        .sort_by(|a, b| addr_select::compare(*a, *b));
 }
 
 /// `now + delay`, or for a delay past any `Instant`, a time about 136 years on: in
@@ -130,18 +146,34 @@ impl Planner {
     }
 
     /// The AAAA lookup finished at `now` with `addrs` (empty when it failed or found
-    /// none). Addresses are tried in the given order, interleaved with IPv4.
-    pub fn handle_aaaa(&mut self, _now: Instant, addrs: &[IpAddr]) {
-        self.aaaa_done = true;
-        self.v6
-            .extend(addrs.iter().copied().filter(IpAddr::is_ipv6));
+    /// none), their sources unknown: as [`Planner::handle_aaaa_with_sources`] with each
+    /// address taken as its own source, so only the rules of RFC 6724 that look at the
+    /// destination alone (precedence, scope) order them.
+    pub fn handle_aaaa(&mut self, now: Instant, addrs: &[IpAddr]) {
+        let dests: Vec<Destination> = addrs.iter().map(|&ip| (ip, Some(ip))).collect();
+        self.handle_aaaa_with_sources(now, &dests);
     }
 
-    /// The A lookup finished at `now` with `addrs` (empty when it failed or found none).
+    /// The AAAA lookup finished at `now` with `dests`: each address with the source
+    /// the host would use for it, `None` when it has none ([`addr_select::source_for`]).
+    /// They are tried in the order of RFC 6724 §6, interleaved with IPv4.
+    pub fn handle_aaaa_with_sources(&mut self, _now: Instant, dests: &[Destination]) {
+        self.aaaa_done = true;
+        add_sorted(&mut self.v6, dests, IpAddr::is_ipv6);
+    }
+
+    /// The A lookup finished at `now` with `addrs` (empty when it failed or found none),
+    /// their sources unknown (see [`Planner::handle_aaaa`]).
     pub fn handle_a(&mut self, now: Instant, addrs: &[IpAddr]) {
+        let dests: Vec<Destination> = addrs.iter().map(|&ip| (ip, Some(ip))).collect();
+        self.handle_a_with_sources(now, &dests);
+    }
+
+    /// The A lookup finished at `now` with `dests` and their sources (see
+    /// [`Planner::handle_aaaa_with_sources`]).
+    pub fn handle_a_with_sources(&mut self, now: Instant, dests: &[Destination]) {
         self.a_done_at = Some(now);
-        self.v4
-            .extend(addrs.iter().copied().filter(IpAddr::is_ipv4));
+        add_sorted(&mut self.v4, dests, IpAddr::is_ipv4);
     }
 
     /// An attempt started by [`Action::Start`] failed at `now`: the next one may start at
@@ -185,15 +217,26 @@ impl Planner {
                 }
             }
         }
-        let family = match (self.last_family, self.v6.is_empty(), self.v4.is_empty()) {
-            (Some(Family::V6), _, false) => Family::V4,
-            (_, false, _) => Family::V6,
+        let family = match (self.last_family, self.v6.front(), self.v4.front()) {
+            (Some(Family::V6), _, Some(_)) => Family::V4,
+            (Some(Family::V4), Some(_), _) => Family::V6,
+            // The first attempt (or one family is used up): the family of the most
+            // preferred address (RFC 8305 §4), IPv6 among equals.
+            (_, Some(&v6), Some(&v4)) => {
+                if addr_select::compare(v4, v6) == std::cmp::Ordering::Less {
+                    Family::V4
+                } else {
+                    Family::V6
+                }
+            }
+            (_, Some(_), None) => Family::V6,
             _ => Family::V4,
         };
         let ip = match family {
             Family::V6 => self.v6.pop_front(),
             Family::V4 => self.v4.pop_front(),
-        };
+        }
+        .map(|(ip, _)| ip);
         let Some(ip) = ip else {
             return Action::Wait(None); // both queues checked non-empty above
         };
@@ -242,8 +285,8 @@ pub struct Connected {
 }
 
 enum Resolved {
-    Aaaa(Result<Vec<IpAddr>, Error>),
-    A(Result<Vec<IpAddr>, Error>),
+    Aaaa(Result<Vec<Destination>, Error>),
+    A(Result<Vec<Destination>, Error>),
 }
 
 /// Connects to `host`:`port` with Happy Eyeballs v2 (RFC 8305), finishing by `deadline`.
@@ -284,7 +327,14 @@ pub fn connect_by_name(
         std::thread::spawn(move || {
             let r = resolver
                 .lookup_paired(&host, qtype, deadline, &pair)
-                .map(|a| a.addresses.iter().map(|&(ip, _)| ip).collect());
+                // With the source the host would use for each (RFC 6724 §6 sorts by
+                // it), found here, off the driver's thread.
+                .map(|a| {
+                    a.addresses
+                        .iter()
+                        .map(|&(ip, _)| (ip, addr_select::source_for(ip)))
+                        .collect()
+                });
             let msg = if qtype == RrType::AAAA {
                 Resolved::Aaaa(r)
             } else {
@@ -309,12 +359,12 @@ pub fn connect_by_name(
         while let Ok(r) = rx.try_recv() {
             let now = Instant::now();
             match r {
-                Resolved::Aaaa(Ok(v)) => planner.handle_aaaa(now, &v),
+                Resolved::Aaaa(Ok(v)) => planner.handle_aaaa_with_sources(now, &v),
                 Resolved::Aaaa(Err(e)) => {
                     planner.handle_aaaa(now, &[]);
                     lookup_errors.0 = Some(e);
                 }
-                Resolved::A(Ok(v)) => planner.handle_a(now, &v),
+                Resolved::A(Ok(v)) => planner.handle_a_with_sources(now, &v),
                 Resolved::A(Err(e)) => {
                     planner.handle_a(now, &[]);
                     lookup_errors.1 = Some(e);
@@ -465,6 +515,65 @@ mod tests {
     }
     fn sa(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    /// RFC 8305 §4: the first family is that of the most preferred address by RFC 6724
+    /// §6, which is not always IPv6.
+    #[test]
+    fn the_first_family_is_the_one_rfc_6724_prefers() {
+        let t0 = Instant::now();
+        let start = |v6: &[(&str, Option<&str>)], v4: &[(&str, Option<&str>)]| {
+            let dests = |l: &[(&str, Option<&str>)]| -> Vec<Destination> {
+                l.iter().map(|(d, s)| (ip(d), s.map(ip))).collect()
+            };
+            let mut p = Planner::new(Config::default(), 80);
+            p.handle_a_with_sources(t0, &dests(v4));
+            p.handle_aaaa_with_sources(t0, &dests(v6));
+            let mut order = Vec::new();
+            while let Action::Start(a) = p.poll_action(t0 + ms(10_000)) {
+                order.push(a.ip().to_string());
+                p.handle_attempt_failed(t0 + ms(10_000));
+            }
+            order
+        };
+        // Global IPv6 over IPv4 (precedence 40 against 35), interleaved.
+        assert_eq!(
+            start(
+                &[
+                    ("2001:db8::1", Some("2001:db8::9")),
+                    ("2001:db8::2", Some("2001:db8::9"))
+                ],
+                &[
+                    ("192.0.2.1", Some("192.0.2.9")),
+                    ("192.0.2.2", Some("192.0.2.9"))
+                ]
+            ),
+            ["2001:db8::1", "192.0.2.1", "2001:db8::2", "192.0.2.2"]
+        );
+        // IPv6 with no route from this host (no source): IPv4 first.
+        assert_eq!(
+            start(
+                &[("2001:db8::1", None)],
+                &[("192.0.2.1", Some("192.0.2.9"))]
+            ),
+            ["192.0.2.1", "2001:db8::1"]
+        );
+        // A unique local IPv6 address (precedence 3) after IPv4.
+        assert_eq!(
+            start(
+                &[("fd00::1", Some("fd00::9"))],
+                &[("192.0.2.1", Some("192.0.2.9"))]
+            ),
+            ["192.0.2.1", "fd00::1"]
+        );
+        // Within a family, an address with a route before one without.
+        assert_eq!(
+            start(
+                &[("2001:db8::1", None), ("2001:db8::2", Some("2001:db8::9"))],
+                &[]
+            ),
+            ["2001:db8::2", "2001:db8::1"]
+        );
     }
 
     /// Delays too long to add to an `Instant` mean "wait", not a panic.

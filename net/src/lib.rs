@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod addr;
+pub mod addr_select;
 pub mod dns;
 mod error;
 pub mod happy_eyeballs;

@@ -1,7 +1,11 @@
 //! Happy Eyeballs (RFC 8305) between two network namespaces that the test creates and
 //! joins with a veth pair. Silently dropped addresses are made with routes: the client
-//! routes `fd77:99::99` and `10.77.1.99` to the server, which forwards and has a
+//! routes `2001:db8:77:99::99` and `10.77.1.99` to the server, which forwards and has a
 //! `blackhole` route for each, so SYNs to them vanish without any ICMP error.
+//!
+//! The IPv6 addresses are global ones (in the documentation prefix 2001:db8::/32), not
+//! unique local ones: RFC 6724's default policy puts IPv4 before a ULA (precedence 35
+//! against 3), and these tests want IPv6 tried first.
 //!
 //! Needs root and `ip` (Debian `iproute2`). Where
 //! namespaces cannot be created the test fails and says why, unless `KEEL_SKIP_NETNS=1`
@@ -76,7 +80,7 @@ impl Netns {
             c,
             "addr",
             "add",
-            "fd77::1/64",
+            "2001:db8:77::1/64",
             "dev",
             ci,
             "nodad",
@@ -88,7 +92,7 @@ impl Netns {
             s,
             "addr",
             "add",
-            "fd77::2/64",
+            "2001:db8:77::2/64",
             "dev",
             si,
             "nodad",
@@ -142,7 +146,7 @@ impl Netns {
             "route",
             "add",
             "blackhole",
-            "fd77:99::99/128",
+            "2001:db8:77:99::99/128",
         ])?;
         run(&["ip", "-n", s, "route", "add", "blackhole", "10.77.1.99/32"])?;
         run(&[
@@ -152,9 +156,9 @@ impl Netns {
             "-6",
             "route",
             "add",
-            "fd77:99::99/128",
+            "2001:db8:77:99::99/128",
             "via",
-            "fd77::2",
+            "2001:db8:77::2",
         ])?;
         run(&[
             "ip",
@@ -190,8 +194,8 @@ fn resolver() -> Arc<Resolver> {
     Arc::new(Resolver::new(
         ResolvConf::default(),
         Hosts::parse(
-            "fd77::2 dual.test\n10.77.0.2 dual.test\n\
-             fd77:99::99 drop6.test dead.test\n10.77.0.2 drop6.test\n10.77.1.99 dead.test\n",
+            "2001:db8:77::2 dual.test\n10.77.0.2 dual.test\n\
+             2001:db8:77:99::99 drop6.test dead.test\n10.77.0.2 drop6.test\n10.77.1.99 dead.test\n",
         ),
     ))
 }
@@ -224,7 +228,7 @@ fn happy_eyeballs_in_network_namespaces() {
     };
     // Listeners on both server addresses, created inside the server namespace.
     let (l6, l4) = Netns::in_ns(&ns.server, || {
-        let l6 = TcpListener::bind("[fd77::2]:0".parse().unwrap()).unwrap();
+        let l6 = TcpListener::bind("[2001:db8:77::2]:0".parse().unwrap()).unwrap();
         let port = l6.local_addr().unwrap().port();
         let l4 = TcpListener::bind(SocketAddr::from(([10, 77, 0, 2], port))).unwrap();
         (l6, l4)
@@ -236,7 +240,7 @@ fn happy_eyeballs_in_network_namespaces() {
     let c = r.unwrap();
     assert_eq!(c.peer, SocketAddr::from(([10, 77, 0, 2], port)));
     assert_eq!(c.attempts.len(), 2, "{:?}", c.attempts);
-    assert_eq!(c.attempts[0].addr.ip().to_string(), "fd77:99::99");
+    assert_eq!(c.attempts[0].addr.ip().to_string(), "2001:db8:77:99::99");
     assert!(matches!(c.attempts[0].outcome, Outcome::Abandoned));
     assert!(
         took >= Duration::from_millis(240) && took < Duration::from_millis(1000),
@@ -247,7 +251,12 @@ fn happy_eyeballs_in_network_namespaces() {
     // 2. Both work: IPv6 wins, with one attempt.
     let (r, took) = connect_from_client(&ns, "dual.test", port, Duration::from_secs(5));
     let c = r.unwrap();
-    assert_eq!(c.peer.ip().to_string(), "fd77::2", "{:?}", c.attempts);
+    assert_eq!(
+        c.peer.ip().to_string(),
+        "2001:db8:77::2",
+        "{:?}",
+        c.attempts
+    );
     assert_eq!(c.attempts.len(), 1);
     assert!(took < Duration::from_millis(240), "took {took:?}");
 
@@ -257,7 +266,7 @@ fn happy_eyeballs_in_network_namespaces() {
     match r.unwrap_err() {
         Error::AllAttemptsFailed { attempts, .. } => {
             let addrs: Vec<String> = attempts.iter().map(|a| a.addr.ip().to_string()).collect();
-            assert_eq!(addrs, ["fd77::2", "10.77.0.2"]);
+            assert_eq!(addrs, ["2001:db8:77::2", "10.77.0.2"]);
             for a in &attempts {
                 assert!(
                     matches!(&*a.error, Error::Io { op: "connect", .. }),
@@ -283,7 +292,8 @@ fn happy_eyeballs_in_network_namespaces() {
                 "{e}"
             );
             assert!(
-                e.to_string().contains("fd77:99::99") && e.to_string().contains("10.77.1.99"),
+                e.to_string().contains("2001:db8:77:99::99")
+                    && e.to_string().contains("10.77.1.99"),
                 "{e}"
             );
         }
