@@ -719,6 +719,38 @@ mod tests {
         }
     }
 
+    /// A host name with bytes no host name has (space, NUL, control bytes, non-ASCII)
+    /// is refused before any query goes out, as Go's resolver does: sent as is, a name
+    /// such as "good.test\0.evil.test" reads one way to the application and another to
+    /// the DNS.
+    #[test]
+    fn names_with_bytes_no_host_name_has_are_refused_before_any_query() {
+        // Nothing listens on port 1: a query that went out would fail with ECONNREFUSED.
+        let r = Resolver::new(
+            ResolvConf::with_nameserver((Ipv4Addr::LOCALHOST, 1).into()),
+            Hosts::default(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for name in [
+            "bad name.test",
+            "good.test\0.evil.test",
+            "tab\t.test",
+            "caf\u{e9}.test",
+            "a/b.test",
+        ] {
+            let e = r.lookup(name, RrType::A, deadline).unwrap_err();
+            assert!(matches!(e, Error::InvalidName { .. }), "{name:?}: {e:?}");
+            let l = r.lookup_ip(name, deadline);
+            assert!(matches!(l.a, Err(Error::InvalidName { .. })), "{name:?}");
+            assert!(matches!(l.aaaa, Err(Error::InvalidName { .. })), "{name:?}");
+        }
+        // Letters, digits, hyphens, underscores and dots are host names' bytes.
+        let e = r
+            .lookup("_srv-x.a-1.test", RrType::A, deadline)
+            .unwrap_err();
+        assert!(!matches!(e, Error::InvalidName { .. }), "{e:?}");
+    }
+
     /// How long the cache keeps `name`'s A answer, and the TTL it reports for it.
     fn cached_lifetime(r: &Resolver, name: &str) -> (Duration, u32) {
         let key = (Name::from_ascii(name).unwrap(), RrType::A);
