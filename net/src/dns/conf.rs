@@ -147,12 +147,22 @@ impl ResolvConf {
     /// first, then as given. Names that would be too long are left out.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidName`] when `name` is not a valid domain name.
+    /// [`crate::Error::InvalidName`] when `name` is not a valid domain name, or has a
+    /// byte no host name has: anything but ASCII letters, digits, `-`, `_` and `.`
+    /// (RFC 952 and RFC 1123 §2.1 letters, digits and hyphens, with `_` as in service
+    /// names; Go's resolver draws the same line).
     pub fn candidates(&self, name: &str) -> Result<Vec<Name>, crate::Error> {
-        let base = Name::from_ascii(name).map_err(|reason| crate::Error::InvalidName {
+        let invalid = |reason| crate::Error::InvalidName {
             name: name.to_owned(),
             reason,
-        })?;
+        };
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
+            return Err(invalid("a byte no host name has"));
+        }
+        let base = Name::from_ascii(name).map_err(invalid)?;
         if name.ends_with('.') {
             return Ok(vec![base]);
         }
