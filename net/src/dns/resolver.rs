@@ -151,22 +151,30 @@ impl std::fmt::Debug for Resolver {
 
 /// How one half of a [`SearchPair`] left a name of the search list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Step {
+enum Step {
     /// Not yet known.
     Pending,
     /// The name does not exist, or has no record of the half's family: go on to the next.
     NameMissing,
-    /// The half ended there: it found addresses, or failed with another error.
-    Stop,
+    /// The half found addresses there: the name is the answer for both halves.
+    Found,
 }
 
 /// Keeps the A and the AAAA lookups of one name on the same name of the search list: a
-/// half goes on past a name only once the other found nothing there either.
+/// half goes on past a name once the other found nothing there, or has ended on an
+/// error (which ends that half only, as a single lookup's error does).
 #[derive(Debug, Default)]
 pub(crate) struct SearchPair {
-    /// Per name of the search list: the step of the A half and of the AAAA half.
-    steps: Mutex<Vec<[Step; 2]>>,
+    state: Mutex<PairState>,
     changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct PairState {
+    /// Per name of the search list: the step of the A half and of the AAAA half.
+    steps: Vec<[Step; 2]>,
+    /// Whether each half has returned (or unwound): it records no more steps.
+    ended: [bool; 2],
 }
 
 impl SearchPair {
@@ -174,34 +182,62 @@ impl SearchPair {
         SearchPair::default()
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, PairState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn record(&self, name: usize, family: usize, step: Step) {
-        let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
-        if steps.len() <= name {
-            steps.resize(name + 1, [Step::Pending; 2]);
+        let mut state = self.lock();
+        if state.steps.len() <= name {
+            state.steps.resize(name + 1, [Step::Pending; 2]);
         }
-        steps[name][family] = step;
+        state.steps[name][family] = step;
         self.changed.notify_all();
     }
 
-    /// Waits until the other half's step at `name` is known, and returns it; `Stop` when
-    /// `deadline` passes first (this half could not finish another name in time anyway).
-    fn other_step(&self, name: usize, family: usize, deadline: Instant) -> Step {
-        let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
+    /// Half `family` has returned: the other no longer waits for it.
+    fn end(&self, family: usize) {
+        self.lock().ended[family] = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether the half `family`, which found nothing at `name`, must stop there
+    /// because the other half found addresses there. Waits until that is known: the
+    /// other half's step at `name`, or its end. At `deadline` it goes on (the next
+    /// name's lookup then reports the timeout).
+    fn other_found(&self, name: usize, family: usize, deadline: Instant) -> bool {
+        let mut state = self.lock();
         loop {
-            let step = steps.get(name).map_or(Step::Pending, |s| s[1 - family]);
-            if step != Step::Pending {
-                return step;
+            match state
+                .steps
+                .get(name)
+                .map_or(Step::Pending, |s| s[1 - family])
+            {
+                Step::Found => return true,
+                Step::NameMissing => return false,
+                Step::Pending if state.ended[1 - family] => return false,
+                Step::Pending => {}
             }
             let now = Instant::now();
             if now >= deadline {
-                return Step::Stop;
+                return false;
             }
-            steps = self
+            state = self
                 .changed
-                .wait_timeout(steps, deadline - now)
+                .wait_timeout(state, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+    }
+}
+
+/// Marks its half of a [`SearchPair`] ended when dropped: on every return, and on
+/// unwinding, so the other half never waits for it in vain.
+struct EndOnDrop<'a>(&'a SearchPair, usize);
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.end(self.1);
     }
 }
 
@@ -347,28 +383,25 @@ impl Resolver {
         }
         let mut last = None;
         let family = usize::from(qtype == RrType::AAAA);
+        let _end = pair.map(|p| EndOnDrop(p, family));
         for (i, candidate) in self.conf.candidates(name)?.iter().enumerate() {
             let e = match self.resolve(candidate, qtype, deadline) {
                 Ok(a) => {
                     if let Some(p) = pair {
-                        p.record(i, family, Step::Stop);
+                        p.record(i, family, Step::Found);
                     }
                     return Ok(a);
                 }
                 Err(e @ (Error::NxDomain { .. } | Error::NoAddress { .. })) => e,
-                Err(e) => {
-                    if let Some(p) = pair {
-                        p.record(i, family, Step::Stop);
-                    }
-                    return Err(e);
-                }
+                // Another error ends this half's walk (as it ends a single lookup's);
+                // the other half goes on by itself.
+                Err(e) => return Err(e),
             };
             if let Some(p) = pair {
                 p.record(i, family, Step::NameMissing);
                 // This name has nothing of this family; if it has the other family's
-                // addresses (or the other lookup stopped on an error there), this name
-                // is the answer, without this family.
-                if p.other_step(i, family, deadline) == Step::Stop {
+                // addresses, this name is the answer, without this family.
+                if p.other_found(i, family, deadline) {
                     return Err(e);
                 }
             }
