@@ -38,9 +38,12 @@ pub struct ListenOptions {
 
 /// TCP keepalive (RFC 1122 §4.2.3.6): after `idle` without anything received, probe the
 /// peer every `interval`; after `count` probes unanswered, the connection fails with
-/// `ETIMEDOUT` (epoll reports an error). A peer that vanished without a FIN or a reset
-/// (a host that went down, a NAT entry that expired) is found so within
-/// `idle + interval × count`, even on a connection that sends nothing.
+/// `ETIMEDOUT` (epoll reports an error). Linux sends no probe while sent data is
+/// unacknowledged, so [`set_tcp_keepalive`] also sets `TCP_USER_TIMEOUT` (RFC 5482) to
+/// `idle + interval × count`: data unacknowledged that long fails the connection too.
+/// A peer that vanished without a FIN or a reset (a host that went down, a NAT entry
+/// that expired) is found so within about `idle + interval × count`, whether the
+/// connection sends nothing or keeps sending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpKeepalive {
     /// Time without anything received before the first probe (`TCP_KEEPIDLE`): whole
@@ -70,9 +73,18 @@ impl TcpKeepalive {
         }
         Ok(())
     }
+
+    /// `idle + interval × count` in milliseconds: the `TCP_USER_TIMEOUT` set with the
+    /// keepalive, so that data left unacknowledged (when Linux sends no probes) fails
+    /// the connection in the same time. At most about 48 days, for the largest values.
+    pub fn user_timeout_ms(&self) -> u32 {
+        let total = self.idle.as_millis() + self.interval.as_millis() * u128::from(self.count);
+        u32::try_from(total).unwrap_or(u32::MAX)
+    }
 }
 
-/// Turns TCP keepalive on (`SO_KEEPALIVE`) with the times and count of `keepalive`.
+/// Turns TCP keepalive on (`SO_KEEPALIVE`) with the times and count of `keepalive`, and
+/// sets `TCP_USER_TIMEOUT` to [`TcpKeepalive::user_timeout_ms`].
 ///
 /// # Errors
 /// `EINVAL` when a field is out of the range [`TcpKeepalive::check`] tells; `EBADF`,
@@ -87,6 +99,7 @@ pub fn set_tcp_keepalive(fd: impl AsFd, keepalive: &TcpKeepalive) -> io::Result<
     sockopt::set_tcp_keepidle(fd, keepalive.idle).map_err(err)?;
     sockopt::set_tcp_keepintvl(fd, keepalive.interval).map_err(err)?;
     sockopt::set_tcp_keepcnt(fd, keepalive.count).map_err(err)?;
+    sockopt::set_tcp_user_timeout(fd, keepalive.user_timeout_ms()).map_err(err)?;
     sockopt::set_socket_keepalive(fd, true).map_err(err)
 }
 
@@ -423,6 +436,9 @@ mod tests {
                 }
             };
             assert_eq!(tcp_keepalive(&s).unwrap(), want);
+            // TCP_USER_TIMEOUT too: 7 + 3 x 4 = 19 s.
+            let user_timeout = sockopt::tcp_user_timeout(&s).unwrap();
+            assert_eq!(user_timeout, if set.is_some() { 19_000 } else { 0 });
         }
     }
 

@@ -110,14 +110,16 @@ pub struct Config {
     pub access_log: bool,
     /// TCP keepalive on every connection (RFC 1122 §4.2.3.6; default: first probe after
     /// 60 s without anything received, then every 10 s, and the connection fails after
-    /// 6 unanswered probes). It finds a client that vanished without a FIN or a reset
-    /// on a connection the worker has no deadline for, such as a server-sent-events
-    /// stream waiting for its next event, within `idle + interval × count` (2 minutes by
-    /// default). A busy connection sends no probes, and the default idle time is no
-    /// shorter than the keep-alive timeout, so idle keep-alive connections close before
-    /// any probe. Set on the listening sockets, which the accepted ones copy it from: no
-    /// system call per connection. `None` leaves keepalive off. [`Server::bind`] refuses
-    /// values out of the ranges [`TcpKeepalive`] gives.
+    /// 6 unanswered probes), with `TCP_USER_TIMEOUT` (RFC 5482) at the same total, since
+    /// Linux sends no probe while sent data is unacknowledged. Together they find a
+    /// client that vanished without a FIN or a reset, on a connection the worker has no
+    /// deadline for (a server-sent-events stream, whether it waits for its next event
+    /// or keeps sending), within about `idle + interval × count` (2 minutes by default).
+    /// A busy connection sends no probes, and the default idle time is no shorter than
+    /// the keep-alive timeout, so idle keep-alive connections close before any probe.
+    /// Set on the listening sockets, which the accepted ones copy it from: no system
+    /// call per connection. `None` leaves both off. [`Server::bind`] refuses values out
+    /// of the ranges [`TcpKeepalive`] gives.
     pub tcp_keepalive: Option<TcpKeepalive>,
 }
 

@@ -52,4 +52,6 @@ fn connections_have_nodelay_and_the_default_keepalive() {
         Duration::from_secs(10)
     );
     assert_eq!(sockopt::tcp_keepcnt(&fd).unwrap(), 6);
+    // Unacknowledged data is bounded by the same 60 + 10 x 6 s.
+    assert_eq!(sockopt::tcp_user_timeout(&fd).unwrap(), 120_000);
 }
