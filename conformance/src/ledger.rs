@@ -115,9 +115,45 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The last of `items` (in order) before the first for which `ok` is false; `None`
+/// when the first already fails (or there are none). `ok` is not called past the first
+/// failure.
+pub fn last_before_first_failure<'a>(
+    items: &[&'a str],
+    mut ok: impl FnMut(&str) -> bool,
+) -> Option<&'a str> {
+    let mut last = None;
+    for &item in items {
+        if !ok(item) {
+            break;
+        }
+        last = Some(item);
+    }
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_item_before_the_first_failure() {
+        let items = ["a", "b", "c", "d"];
+        let mut tried = Vec::new();
+        let got = last_before_first_failure(&items, |i| {
+            tried.push(i.to_string());
+            i != "c"
+        });
+        assert_eq!(got, Some("b"));
+        assert_eq!(
+            tried,
+            ["a", "b", "c"],
+            "nothing is tried past the first failure"
+        );
+        assert_eq!(last_before_first_failure(&items, |i| i != "a"), None);
+        assert_eq!(last_before_first_failure(&items, |_| true), Some("d"));
+        assert_eq!(last_before_first_failure(&[], |_| true), None);
+    }
 
     #[test]
     fn the_test_module_of_head_replaces_the_reverted_one() {

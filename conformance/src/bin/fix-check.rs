@@ -3,7 +3,8 @@
 //! For each fix (all, the ids given, or the newest N): on a scratch git worktree of
 //! HEAD, undo the fix with `git revert` (a three-way merge) and put back the tests as
 //! they are at HEAD (test files, and the unit-test module at the bottom of a source
-//! file), build, and run the fix's tests. CAUGHT when a
+//! file), build, and run the fix's tests (when later work keeps the fix from undoing on
+//! HEAD, on the newest commit after the fix that it still undoes on). CAUGHT when a
 //! test then fails, MISSED when they all pass (or when the fix cannot be undone or built:
 //! unproven). Fixes of one commit share one worktree; every worktree shares the target
 //! directory `target/fix-check`, so each build is incremental. Ends with
@@ -99,8 +100,11 @@ fn main() {
 }
 
 /// Checks the fixes of `commit` against HEAD; when later work has changed the same
-/// lines so the fix cannot be undone there, against the fix's own commit instead (the
-/// test then proves it caught the bug when the fix landed).
+/// lines so the fix cannot be undone there, against the newest commit after it that it
+/// still undoes cleanly on ([`last_clean_base`]; at worst the fix's own commit): the
+/// test then proves it caught the bug before that later work. Not the fix's commit
+/// first: a test fixed up in a later commit (made to build without the fix, say) is
+/// taken as it was then.
 fn check_commit(
     root: &Path,
     target_dir: &Path,
@@ -110,12 +114,25 @@ fn check_commit(
 ) -> Vec<Outcome> {
     match check_at(root, target_dir, "HEAD", commit, group, timeout) {
         Err(e) if e.contains("does not undo cleanly") => {
-            match check_at(root, target_dir, commit, commit, group, timeout) {
+            let base = last_clean_base(root, commit);
+            let at = if base == commit {
+                "the fix's commit".to_string()
+            } else {
+                format!(
+                    "{}, the newest commit it undoes cleanly on",
+                    &base[..12.min(base.len())]
+                )
+            };
+            match check_at(root, target_dir, &base, commit, group, timeout) {
                 Ok(outcomes) => outcomes
                     .into_iter()
                     .map(|o| match o {
-                        Outcome::Caught(how) => Outcome::Caught(format!("{how}; checked at the fix's commit: it no longer undoes cleanly on HEAD")),
-                        Outcome::Missed(why) => Outcome::Missed(format!("{why} (checked at the fix's commit: it no longer undoes cleanly on HEAD)")),
+                        Outcome::Caught(how) => Outcome::Caught(format!(
+                            "{how}; checked at {at}: it no longer undoes cleanly on HEAD"
+                        )),
+                        Outcome::Missed(why) => Outcome::Missed(format!(
+                            "{why} (checked at {at}: it no longer undoes cleanly on HEAD)"
+                        )),
                     })
                     .collect(),
                 Err(e) => group.iter().map(|_| Outcome::Missed(e.clone())).collect(),
@@ -124,6 +141,43 @@ fn check_commit(
         Err(e) => group.iter().map(|_| Outcome::Missed(e.clone())).collect(),
         Ok(outcomes) => outcomes,
     }
+}
+
+/// The commit, from `commit` on towards HEAD, that `commit` is the fix of and still
+/// undoes cleanly on just before the first one it does not: found by trying the undo
+/// (git only, no build) on each commit after it in turn.
+fn last_clean_base(root: &Path, commit: &str) -> String {
+    let after = git(
+        root,
+        &[
+            "rev-list",
+            "--reverse",
+            "--ancestry-path",
+            &format!("{commit}..HEAD"),
+        ],
+    )
+    .unwrap_or_default();
+    let commits: Vec<&str> = after.lines().collect();
+    let undoes_on = |base: &str| {
+        let scratch = std::env::temp_dir().join(format!(
+            "keel-fix-check-base-{}-{}",
+            std::process::id(),
+            &base[..12.min(base.len())]
+        ));
+        let _ = std::fs::remove_dir_all(&scratch);
+        let scratch_s = scratch.to_string_lossy().into_owned();
+        let ok = git(
+            root,
+            &["worktree", "add", "--quiet", "--detach", &scratch_s, base],
+        )
+        .is_ok()
+            && undo_fix(root, &scratch, base, commit).is_ok();
+        let _ = git(root, &["worktree", "remove", "--force", &scratch_s]);
+        let _ = std::fs::remove_dir_all(&scratch);
+        ok
+    };
+    ledger::last_before_first_failure(&commits, undoes_on)
+        .map_or_else(|| commit.to_string(), str::to_string)
 }
 
 /// Undoes `commit` on a scratch worktree of `base` and runs each fix's tests there.
