@@ -393,6 +393,19 @@ mod tests {
         }
     }
 
+    /// Connects a client to listener `l` and accepts it: the accepted socket, and the
+    /// client (to keep the connection open).
+    fn accept_a_client(l: &OwnedFd) -> (OwnedFd, std::net::TcpStream) {
+        let client = std::net::TcpStream::connect(local_addr(l).unwrap()).unwrap();
+        loop {
+            match accept(l) {
+                Ok(s) => return (s, client),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
     #[test]
     fn accepted_connections_take_the_listeners_nodelay() {
         for on in [false, true] {
@@ -401,14 +414,7 @@ mod tests {
                 ..ListenOptions::default()
             };
             let l = tcp_listener("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
-            let _client = std::net::TcpStream::connect(local_addr(&l).unwrap()).unwrap();
-            let s = loop {
-                match accept(&l) {
-                    Ok(s) => break s,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                    Err(e) => panic!("{e}"),
-                }
-            };
+            let (s, _client) = accept_a_client(&l);
             assert_eq!(nodelay(&s).unwrap(), on);
         }
     }
@@ -427,14 +433,7 @@ mod tests {
             };
             let l = tcp_listener("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
             assert_eq!(tcp_keepalive(&l).unwrap(), want);
-            let _client = std::net::TcpStream::connect(local_addr(&l).unwrap()).unwrap();
-            let s = loop {
-                match accept(&l) {
-                    Ok(s) => break s,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                    Err(e) => panic!("{e}"),
-                }
-            };
+            let (s, _client) = accept_a_client(&l);
             assert_eq!(tcp_keepalive(&s).unwrap(), want);
             // TCP_USER_TIMEOUT too: 7 + 3 x 4 = 19 s.
             let user_timeout = sockopt::tcp_user_timeout(&s).unwrap();

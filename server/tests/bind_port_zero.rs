@@ -8,30 +8,16 @@
 //! test fails and says why, unless `KEEL_SKIP_NETNS=1` is set, in which case it prints
 //! that it skipped.
 
+mod util;
+
 use keel_server::{Config, Error, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Arc, Barrier};
+use util::run;
 
 /// The one ephemeral port of the namespace.
 const PORT: u16 = 40_000;
-
-fn run(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// A network namespace with loopback up; deleted on drop.
 struct Netns(String);

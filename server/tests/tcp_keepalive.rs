@@ -53,22 +53,6 @@ fn connections_have_tcp_keepalive_by_default() {
     );
 }
 
-fn run(args: &[&str]) -> Result<(), String> {
-    let out = std::process::Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 /// Two network namespaces, client (10.78.0.1) and server (10.78.0.2), joined by a veth
 /// pair; deleted on drop.
 struct Namespaces {

@@ -8,6 +8,24 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Runs a command (`args[0]` with the rest as its arguments) to its end; the error says
+/// what failed, with its standard error.
+pub fn run(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// The example binary that `cargo test` builds next to the test executables.
 pub fn example_path(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
