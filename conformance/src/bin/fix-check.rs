@@ -4,7 +4,8 @@
 //! HEAD, undo the fix with `git revert` (a three-way merge) and put back the tests as
 //! they are at HEAD (test files, and the unit-test module at the bottom of a source
 //! file), build, and run the fix's tests (when later work keeps the fix from undoing on
-//! HEAD, on the newest commit after the fix that it still undoes on). CAUGHT when a
+//! HEAD: at the fix's commit, then if need be at the newest commit after it that it
+//! still undoes on). CAUGHT when a
 //! test then fails, MISSED when they all pass (or when the fix cannot be undone or built:
 //! unproven). Fixes of one commit share one worktree; every worktree shares the target
 //! directory `target/fix-check`, so each build is incremental. Ends with
@@ -100,11 +101,11 @@ fn main() {
 }
 
 /// Checks the fixes of `commit` against HEAD; when later work has changed the same
-/// lines so the fix cannot be undone there, against the newest commit after it that it
-/// still undoes cleanly on ([`last_clean_base`]; at worst the fix's own commit): the
-/// test then proves it caught the bug before that later work. Not the fix's commit
-/// first: a test fixed up in a later commit (made to build without the fix, say) is
-/// taken as it was then.
+/// lines so the fix cannot be undone there, against the fix's own commit (the test then
+/// proves it caught the bug when the fix landed). A fix its own commit does not prove
+/// (a test fixed up in a later commit, made to build without the fix, say) is checked
+/// once more at the newest commit after it that the fix still undoes cleanly on
+/// ([`last_clean_base`]).
 fn check_commit(
     root: &Path,
     target_dir: &Path,
@@ -114,28 +115,43 @@ fn check_commit(
 ) -> Vec<Outcome> {
     match check_at(root, target_dir, "HEAD", commit, group, timeout) {
         Err(e) if e.contains("does not undo cleanly") => {
-            let base = last_clean_base(root, commit);
-            let at = if base == commit {
-                "the fix's commit".to_string()
-            } else {
-                format!(
-                    "{}, the newest commit it undoes cleanly on",
-                    &base[..12.min(base.len())]
-                )
+            let note = |o: Outcome, at: &str| match o {
+                Outcome::Caught(how) => Outcome::Caught(format!(
+                    "{how}; checked at {at}: it no longer undoes cleanly on HEAD"
+                )),
+                Outcome::Missed(why) => Outcome::Missed(format!(
+                    "{why} (checked at {at}: it no longer undoes cleanly on HEAD)"
+                )),
             };
+            let at_fix: Vec<Outcome> =
+                match check_at(root, target_dir, commit, commit, group, timeout) {
+                    Ok(outcomes) => outcomes
+                        .into_iter()
+                        .map(|o| note(o, "the fix's commit"))
+                        .collect(),
+                    Err(e) => group.iter().map(|_| Outcome::Missed(e.clone())).collect(),
+                };
+            if at_fix.iter().all(|o| matches!(o, Outcome::Caught(_))) {
+                return at_fix;
+            }
+            let base = last_clean_base(root, commit);
+            if base == commit {
+                return at_fix;
+            }
+            let at = format!(
+                "{}, the newest commit it undoes cleanly on",
+                &base[..12.min(base.len())]
+            );
             match check_at(root, target_dir, &base, commit, group, timeout) {
-                Ok(outcomes) => outcomes
+                Ok(later) => at_fix
                     .into_iter()
-                    .map(|o| match o {
-                        Outcome::Caught(how) => Outcome::Caught(format!(
-                            "{how}; checked at {at}: it no longer undoes cleanly on HEAD"
-                        )),
-                        Outcome::Missed(why) => Outcome::Missed(format!(
-                            "{why} (checked at {at}: it no longer undoes cleanly on HEAD)"
-                        )),
+                    .zip(later)
+                    .map(|(first, later)| match (first, later) {
+                        (caught @ Outcome::Caught(_), _) => caught,
+                        (_, later) => note(later, &at),
                     })
                     .collect(),
-                Err(e) => group.iter().map(|_| Outcome::Missed(e.clone())).collect(),
+                Err(_) => at_fix,
             }
         }
         Err(e) => group.iter().map(|_| Outcome::Missed(e.clone())).collect(),
