@@ -252,10 +252,18 @@ fn undo_fix(root: &Path, dir: &Path, base: &str, commit: &str) -> Result<(), Str
     }
     let parent = format!("{commit}^");
     let files = git(root, &["diff", "--name-only", &parent, commit])?;
+    let added = git(
+        root,
+        &["diff", "--name-only", "--diff-filter=A", &parent, commit],
+    )?;
     let mut code_changed = false;
     for file in files.lines() {
         let at_head = git(root, &["show", &format!("{base}:{file}")]).ok();
-        if ledger::is_test_path(file) {
+        // An example the fix added is a fixture its tests run: it stays. Undone, its
+        // source would be gone, cargo would build nothing for it, and the tests would
+        // run whatever binary an earlier build left in the shared target directory.
+        let added_example = file.contains("/examples/") && added.lines().any(|a| a == file);
+        if ledger::is_test_path(file) || added_example {
             if let Some(content) = at_head {
                 std::fs::write(dir.join(file), content).map_err(|e| format!("{file}: {e}"))?;
             }
