@@ -2,11 +2,11 @@
 //!
 //! For each fix (all, the ids given, or the newest N): on a scratch git worktree of
 //! HEAD, undo the fix with `git revert` (a three-way merge) and put back the tests as
-//! they are at HEAD (test files, and the unit-test module at the bottom of a source
-//! file), build, and run the fix's tests (when later work keeps the fix from undoing on
-//! HEAD: at the fix's commit, then if need be at the newest commit after it that it
-//! still undoes on). CAUGHT when a
-//! test then fails, MISSED when they all pass (or when the fix cannot be undone or built:
+//! they are there (test files, the unit-test module at the bottom of a source file, and
+//! any example the fix added), build, and run the fix's tests. When later work keeps
+//! the fix from undoing on HEAD, the same at the fix's commit, then if need be at the
+//! last commit after it before the first it no longer undoes on. CAUGHT when a test
+//! then fails, MISSED when they all pass (or when the fix cannot be undone or built:
 //! unproven). Fixes of one commit share one worktree; every worktree shares the target
 //! directory `target/fix-check`, so each build is incremental. Ends with
 //! `N caught, M missed` and exits non-zero when anything was missed.
@@ -104,7 +104,8 @@ fn main() {
 /// lines so the fix cannot be undone there, against the fix's own commit (the test then
 /// proves it caught the bug when the fix landed). A fix its own commit does not prove
 /// (a test fixed up in a later commit, made to build without the fix, say) is checked
-/// once more at the newest commit after it that the fix still undoes cleanly on
+/// once more at the last commit, going forward from it, before the first that the fix
+/// no longer undoes cleanly on
 /// ([`last_clean_base`]).
 fn check_commit(
     root: &Path,
@@ -139,7 +140,7 @@ fn check_commit(
                 return at_fix;
             }
             let at = format!(
-                "{}, the newest commit it undoes cleanly on",
+                "{}, the last commit before the first it no longer undoes on",
                 &base[..12.min(base.len())]
             );
             match check_at(root, target_dir, &base, commit, group, timeout) {
