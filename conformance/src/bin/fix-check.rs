@@ -176,22 +176,10 @@ fn last_clean_base(root: &Path, commit: &str) -> String {
     .unwrap_or_default();
     let commits: Vec<&str> = after.lines().collect();
     let undoes_on = |base: &str| {
-        let scratch = std::env::temp_dir().join(format!(
-            "keel-fix-check-base-{}-{}",
-            std::process::id(),
-            &base[..12.min(base.len())]
-        ));
-        let _ = std::fs::remove_dir_all(&scratch);
-        let scratch_s = scratch.to_string_lossy().into_owned();
-        let ok = git(
-            root,
-            &["worktree", "add", "--quiet", "--detach", &scratch_s, base],
-        )
+        in_worktree(root, base, "base", |scratch| {
+            undo_fix(root, scratch, base, commit)
+        })
         .is_ok()
-            && undo_fix(root, &scratch, base, commit).is_ok();
-        let _ = git(root, &["worktree", "remove", "--force", &scratch_s]);
-        let _ = std::fs::remove_dir_all(&scratch);
-        ok
     };
     ledger::last_before_first_failure(&commits, undoes_on)
         .map_or_else(|| commit.to_string(), str::to_string)
@@ -206,10 +194,28 @@ fn check_at(
     group: &[&Fix],
     timeout: u64,
 ) -> Result<Vec<Outcome>, String> {
+    in_worktree(root, base, "fix", |scratch| {
+        undo_fix(root, scratch, base, commit).map(|()| {
+            group
+                .iter()
+                .map(|fix| run_tests(scratch, target_dir, fix, timeout))
+                .collect()
+        })
+    })
+}
+
+/// Runs `f` on a scratch worktree of `base` (named by `tag`, this process and `base`),
+/// removed afterwards whatever `f` returns.
+fn in_worktree<T>(
+    root: &Path,
+    base: &str,
+    tag: &str,
+    f: impl FnOnce(&Path) -> Result<T, String>,
+) -> Result<T, String> {
     let scratch = std::env::temp_dir().join(format!(
-        "keel-fix-check-{}-{}",
+        "keel-fix-check-{tag}-{}-{}",
         std::process::id(),
-        &commit[..12.min(commit.len())]
+        &base[..12.min(base.len())]
     ));
     let _ = std::fs::remove_dir_all(&scratch);
     let scratch_s = scratch.to_string_lossy().into_owned();
@@ -218,12 +224,7 @@ fn check_at(
         &["worktree", "add", "--quiet", "--detach", &scratch_s, base],
     )
     .map_err(|e| format!("cannot make a worktree: {e}"))?;
-    let result = undo_fix(root, &scratch, base, commit).map(|()| {
-        group
-            .iter()
-            .map(|fix| run_tests(&scratch, target_dir, fix, timeout))
-            .collect()
-    });
+    let result = f(&scratch);
     let _ = git(root, &["worktree", "remove", "--force", &scratch_s]);
     let _ = std::fs::remove_dir_all(&scratch);
     result
@@ -231,8 +232,8 @@ fn check_at(
 
 /// Undoes `commit` on the worktree `dir` (checked out at `base`) with `git revert` (a
 /// three-way merge, so later changes nearby do not stop it), then puts back every test
-/// the commit touched as it is at `base`: test files whole, and the unit-test module at
-/// the bottom of a source file.
+/// the commit touched as it is at `base`: test files whole, the unit-test module at the
+/// bottom of a source file, and any example the commit added.
 fn undo_fix(root: &Path, dir: &Path, base: &str, commit: &str) -> Result<(), String> {
     if let Err(e) = git(dir, &["revert", "--no-commit", "--no-edit", commit]) {
         // Conflicts only in test files do not matter: every test goes back to its
