@@ -2432,6 +2432,112 @@ X-C: \t \r\nX-D:\r\nX-E:\tx\r\n\r\n";
         accept(b"GET / HTTP/1.1\r\nHost:\r\n\r\n");
     }
 
+    /// RFC 9112 §3.2: the whole `Host` value must be `uri-host [ ":" port ]`
+    /// (RFC 3986 §3.2.2–§3.2.3), not only bytes of that grammar's alphabet: a
+    /// port with anything but digits, an unclosed or bare IPv6 literal, more
+    /// than one colon outside brackets and a broken percent-escape are 400.
+    /// Short values go through the fast path's sixteen-byte check and long
+    /// ones through the general check, so each is tried in both lengths.
+    #[test]
+    fn rejects_host_values_that_are_not_uri_host_and_port() {
+        let long = "a-very-long-host-name.example.com";
+        for value in [
+            "example.com:bad-stuff-here",
+            "example.com:80x",
+            "example.com:-1",
+            "example.com:8:0",
+            "[::1",
+            "::1",
+            "a:b:c",
+            "a%2",
+            "a%zz",
+            "a%",
+            "a%2g.test",
+            "[::1]x",
+            "[::1]:8o",
+            "[::1]::80",
+            "[]",
+            "[::g]",
+            "[1:2:3:4:5:6:7:8:9]",
+            "[1.2.3.4]",
+            "[v1.x",
+            "[v.x]",
+            "[vx.y]",
+            "[v1.]",
+            "a]b",
+            "a[b",
+            "[::1]]",
+        ] {
+            for value in [value.to_owned(), format!("{long}{value}")] {
+                let input = format!("GET / HTTP/1.1\r\nHost: {value}\r\n\r\n");
+                reject(input.as_bytes(), Error::InvalidHost);
+            }
+        }
+    }
+
+    /// Every form RFC 3986 §3.2.2 gives a host (IP-literal with IPv6 or
+    /// IPvFuture, IPv4address, reg-name with percent-escapes and sub-delims),
+    /// with and without a port (`*DIGIT`, so possibly empty).
+    #[test]
+    fn accepts_every_form_of_uri_host_and_port() {
+        for value in [
+            "example.com",
+            "example.com:",
+            "example.com:8080",
+            "EXAMPLE.com:0080",
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "[::1]",
+            "[::1]:80",
+            "[2001:db8::1]:443",
+            "[::ffff:192.0.2.1]",
+            "[1:2:3:4:5:6:7:8]",
+            "[v7.a:b]",
+            "[V1f.x~!$&'()*+,;=:]:9",
+            "a%20b",
+            "a%C3%A9.test",
+            "a-b_c~d!$&'()*+,;=",
+            "a-very-long-host-name.example.com:65535",
+        ] {
+            let input = format!("GET / HTTP/1.1\r\nHost: {value}\r\n\r\n");
+            let input = input.as_bytes();
+            accept(input);
+            let mut parser = RequestParser::default();
+            assert!(matches!(parser.parse(input), Ok(Status::Complete(_))));
+            assert_eq!(
+                parser.request(input).host(),
+                Some(value.as_bytes()),
+                "{value}"
+            );
+        }
+    }
+
+    /// The authority of an absolute-form target (RFC 9112 §3.2.2) and the
+    /// target of CONNECT (§3.2.3) are `uri-host [ ":" port ]` too, so
+    /// [`Request::host`] never returns anything else.
+    #[test]
+    fn rejects_targets_whose_authority_is_not_uri_host_and_port() {
+        for target in [
+            "GET http://a.test:bad/x",
+            "GET http://a.test:80x",
+            "GET http://a:b:c/",
+            "GET http://[::1/",
+            "GET http://a%zz/",
+            "CONNECT a:b:443",
+            "CONNECT [::1:443",
+            "CONNECT a.test:4x3",
+            "CONNECT a%2:443",
+        ] {
+            reject(
+                &with_request_line(&format!("{target} HTTP/1.1")),
+                Error::InvalidRequestTarget,
+            );
+        }
+        for target in ["GET http://[::1]:8080/x", "CONNECT [2001:db8::1]:443"] {
+            accept(&with_request_line(&format!("{target} HTTP/1.1")));
+        }
+    }
+
     // ---- Content-Length --------------------------------------------------
 
     #[test]

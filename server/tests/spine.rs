@@ -243,6 +243,41 @@ fn malformed_requests_get_400_and_a_closed_connection() {
     assert!(closes(&mut s));
 }
 
+/// RFC 9112 §3.2: a Host value that is not `uri-host [ ":" port ]` gets 400 and the
+/// connection closes; a port smuggled past the check would reach every application
+/// that builds links or cache keys from `Request::host()`.
+#[test]
+fn invalid_host_values_get_400_and_a_closed_connection() {
+    let server = ServerProcess::start(1);
+    for host in [
+        "example.com:bad-stuff-here",
+        "example.com:80x",
+        "example.com:-1",
+        "[::1",
+        "::1",
+        "a:b:c",
+        "a%zz",
+    ] {
+        let mut s = server.connect();
+        send(
+            &mut s,
+            format!("GET /plaintext HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+        );
+        let mut buf = Vec::new();
+        let r = read_response(&mut s, &mut buf).expect("an error response");
+        assert_eq!(r.status, 400, "for Host: {host}");
+        assert_eq!(r.header("Connection"), Some("close"));
+        assert!(closes(&mut s), "connection must close after 400");
+    }
+    let mut s = server.connect();
+    send(
+        &mut s,
+        b"GET /plaintext HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+    );
+    let mut buf = Vec::new();
+    assert_eq!(read_response(&mut s, &mut buf).unwrap().status, 200);
+}
+
 #[test]
 fn oversized_heads_get_414_and_431() {
     let server = ServerProcess::start(1);
