@@ -78,15 +78,12 @@ byte_table! {
 }
 
 byte_table! {
-    /// Bytes allowed in a `Host` field value (RFC 9110 §7.2,
-    /// <https://www.rfc-editor.org/rfc/rfc9110#section-7.2>), which is
-    /// `uri-host [ ":" port ]`: the RFC 3986 `reg-name` characters
-    /// (unreserved, pct-encoded, sub-delims), `:` for the port and `[` `]` for
-    /// IP literals.
-    pub(crate) static HOST = |b| matches!(b,
+    /// `unreserved / sub-delims` of RFC 3986 (§2.3, §2.2): with pct-encoded,
+    /// the bytes of a `reg-name` (§3.2.2,
+    /// <https://www.rfc-editor.org/rfc/rfc3986#section-3.2.2>).
+    pub(crate) static REG_NAME = |b| matches!(b,
         b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~'
-        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
-        | b'%' | b':' | b'[' | b']');
+        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=');
 }
 
 byte_table! {
@@ -414,8 +411,8 @@ impl ByteClass for NotTarget {
     }
 }
 
-/// Not one of the usual `Host` bytes (letters, digits, `-`, `.`, `:`), all
-/// of which are [`HOST`] bytes.
+/// Not one of the usual `Host` bytes: letters, digits, `-`, `.` (all of them
+/// [`REG_NAME`] bytes) and `:`.
 struct NotUsualHost;
 
 impl ByteClass for NotUsualHost {
@@ -527,20 +524,153 @@ static LAST_LANES: [u32; 17] = {
     masks
 };
 
-/// `true` if every byte of `buf[start..end]` is a [`HOST`] byte; values made
-/// of letters, digits, `-`, `.` and `:` are checked sixteen bytes at a time.
+/// A colon, the byte that ends a `uri-host` and starts its port.
+struct Colon;
+
+impl ByteClass for Colon {
+    #[inline(always)]
+    fn byte(b: u8) -> bool {
+        b == b':'
+    }
+
+    #[inline(always)]
+    fn lanes(x: u64) -> u64 {
+        lanes_equal(x & LOW7, b':') & !x
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn vector(x: m128i) -> m128i {
+        cmp_eq_mask_i8_m128i(x, splat8(b':'))
+    }
+}
+
+/// Not a decimal digit: after a `uri-host`'s colon only digits may follow.
+struct NotDigit;
+
+impl ByteClass for NotDigit {
+    #[inline(always)]
+    fn byte(b: u8) -> bool {
+        b.wrapping_sub(b'0') > 9
+    }
+
+    #[inline(always)]
+    fn lanes(x: u64) -> u64 {
+        let a = x & LOW7;
+        x | !(lanes_at_least(a, b'0') & lanes_below(a, b'9' + 1))
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn vector(x: m128i) -> m128i {
+        // Plus 0x50, the digits are 0x80..=0x89: as signed bytes,
+        // -128..=-119, and every other byte is above -119.
+        cmp_gt_mask_i8_m128i(add_i8_m128i(x, splat8(0x50)), splat8(0x89))
+    }
+}
+
+/// `true` if `buf[start..end]` is a valid `Host` field value (see
+/// [`split_host_port`]). A value of at most sixteen letters, digits, `-`, `.`
+/// and `:` is checked as one block: at most one colon, and only digits after
+/// it (with those bytes, a reg-name or IPv4address and a port).
 #[inline(always)]
 pub(crate) fn is_host_value(buf: &[u8], start: usize, end: usize) -> bool {
     let len = end.wrapping_sub(start);
     if len <= 16 {
         if let Some(block) = buf.get(..end).and_then(<[u8]>::last_chunk::<16>) {
             // Only the last `len` bytes of the block are the value.
-            if NotUsualHost::mask(block) & LAST_LANES[len] == 0 {
-                return true;
+            let lanes = LAST_LANES[len];
+            if NotUsualHost::mask(block) & lanes == 0 {
+                let colons = Colon::mask(block) & lanes;
+                // The lanes after the (one) colon; none when there is no colon.
+                let port = lanes & !(colons << 1).wrapping_sub(1);
+                return colons & colons.wrapping_sub(1) == 0 && NotDigit::mask(block) & port == 0;
             }
         }
     }
-    buf.get(start..end).is_some_and(all_host)
+    buf.get(start..end)
+        .is_some_and(|value| split_host_port(value).is_some())
+}
+
+/// Splits `value` as `uri-host [ ":" port ]`
+/// ([RFC 9110 §7.2](https://www.rfc-editor.org/rfc/rfc9110#section-7.2), the
+/// `Host` field; [RFC 3986 §3.2.2–§3.2.3](https://www.rfc-editor.org/rfc/rfc3986#section-3.2.2)):
+///
+/// ```text
+/// uri-host    = IP-literal / IPv4address / reg-name
+/// IP-literal  = "[" ( IPv6address / IPvFuture  ) "]"
+/// IPvFuture   = "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" )
+/// reg-name    = *( unreserved / pct-encoded / sub-delims )
+/// port        = *DIGIT
+/// ```
+///
+/// Returns the host (an IP literal with its brackets) and the port's digits
+/// (`Some` whenever there is a colon, so possibly empty), or `None` if
+/// `value` is not of that form. An IPv4address is a reg-name by its bytes,
+/// so it needs no check of its own.
+pub(crate) fn split_host_port(value: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    let (host, rest) = if value.first() == Some(&b'[') {
+        let close = memchr::memchr(b']', value)?;
+        let (literal, rest) = value.split_at(close + 1);
+        if !is_ip_literal_inside(&literal[1..close]) {
+            return None;
+        }
+        (literal, rest)
+    } else {
+        let colon = memchr::memchr(b':', value).unwrap_or(value.len());
+        let (host, rest) = value.split_at(colon);
+        if !is_reg_name(host) {
+            return None;
+        }
+        (host, rest)
+    };
+    match rest {
+        [] => Some((host, None)),
+        [b':', port @ ..] if port.iter().all(u8::is_ascii_digit) => Some((host, Some(port))),
+        _ => None,
+    }
+}
+
+/// `true` if `host` is a `reg-name`: [`REG_NAME`] bytes and `%` HEXDIG HEXDIG.
+fn is_reg_name(host: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(&b) = host.get(i) {
+        if b == b'%' {
+            let hex = |k: usize| host.get(k).is_some_and(u8::is_ascii_hexdigit);
+            if !(hex(i + 1) && hex(i + 2)) {
+                return false;
+            }
+            i += 3;
+        } else if REG_NAME[usize::from(b)] {
+            i += 1;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// `true` if `inside` (an IP-literal without its brackets) is an
+/// `IPv6address` or an `IPvFuture` (RFC 3986 §3.2.2).
+fn is_ip_literal_inside(inside: &[u8]) -> bool {
+    match inside {
+        [b'v' | b'V', rest @ ..] => {
+            let version = rest.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+            match rest[version..] {
+                [b'.', ref tail @ ..] => {
+                    version > 0
+                        && !tail.is_empty()
+                        && tail.iter().all(|&b| REG_NAME[usize::from(b)] || b == b':')
+                }
+                _ => false,
+            }
+        }
+        // RFC 3986's IPv6address: eight h16, `::` once, an IPv4 tail; std's
+        // parser takes exactly that (no zone, no leading zeros in the tail).
+        _ => core::str::from_utf8(inside)
+            .ok()
+            .is_some_and(|s| s.parse::<core::net::Ipv6Addr>().is_ok()),
+    }
 }
 
 /// Offset of the first byte of `bytes` that is a control byte (`< 0x20`,
@@ -696,13 +826,6 @@ fn tchar_field_name_len(line: &[u8]) -> Option<usize> {
     (len > 0 && line.get(len) == Some(&b':')).then_some(len)
 }
 
-/// `true` if every byte of `bytes` is a [`HOST`] byte. No early exit, so
-/// the loop has one load and one `and` per byte.
-#[inline]
-pub(crate) fn all_host(bytes: &[u8]) -> bool {
-    bytes.iter().fold(true, |ok, &b| ok & HOST[usize::from(b)])
-}
-
 /// `true` if every byte of `bytes` may appear in a field value (see
 /// [`FIELD_VALUE`]).
 #[inline]
@@ -798,8 +921,13 @@ mod tests {
                 "{b:#04x}"
             );
             if !NotUsualHost::byte(b) {
-                assert!(HOST[i], "usual host byte {b:#04x} must be a HOST byte");
+                assert!(
+                    REG_NAME[i] || b == b':',
+                    "usual host byte {b:#04x} must be a REG_NAME byte or `:`"
+                );
             }
+            assert_eq!(Colon::byte(b), b == b':', "{b:#04x}");
+            assert_eq!(NotDigit::byte(b), !b.is_ascii_digit(), "{b:#04x}");
             assert_eq!(
                 NotUsualHost::byte(b),
                 !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b':')),
@@ -860,6 +988,8 @@ mod tests {
         check_class::<NotTarget>();
         check_class::<NotUsualHost>();
         check_class::<NotLetterOrDash>();
+        check_class::<Colon>();
+        check_class::<NotDigit>();
     }
 
     #[test]
@@ -1001,7 +1131,7 @@ mod tests {
     }
 
     #[test]
-    fn is_host_value_matches_host_table() {
+    fn is_host_value_matches_split_host_port() {
         for &fill in b"a9:_" {
             for bad in 0..=255u8 {
                 for v in probes(fill, bad) {
@@ -1012,7 +1142,7 @@ mod tests {
                             }
                             assert_eq!(
                                 is_host_value(&v, start, end),
-                                v[start..end].iter().all(|&b| HOST[usize::from(b)]),
+                                split_host_port(&v[start..end]).is_some(),
                                 "{start}..{end} of {v:?}"
                             );
                         }

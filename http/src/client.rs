@@ -5,7 +5,7 @@
 
 use core::ops::Range;
 
-use crate::chars::{all_host, is_token, non_target_offset, trim_ows};
+use crate::chars::{is_token, non_target_offset, split_host_port, trim_ows};
 use crate::chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits};
 use crate::error::Error;
 use crate::request::{BodyLength, FieldLine, Status, Version};
@@ -332,7 +332,11 @@ impl ClientConnection {
             "invalid request-target {:?}",
             head.target
         );
-        assert!(all_host(head.host), "invalid Host value {:?}", head.host);
+        assert!(
+            split_host_port(head.host).is_some(),
+            "invalid Host value {:?}",
+            head.host
+        );
         let mut request_close = false;
         for field in head.fields {
             assert!(

@@ -12,8 +12,8 @@ use core::fmt;
 use memchr::memchr;
 
 use crate::chars::{
-    all_host, field_name_len, find_control_or_del, find_line_end, find_non_target,
-    find_non_target_path, is_host_value, is_ows, is_tchar, trim_ows, HOST,
+    field_name_len, find_control_or_del, find_line_end, find_non_target, find_non_target_path,
+    is_host_value, is_ows, is_tchar, split_host_port, trim_ows,
 };
 use crate::error::Error;
 
@@ -1000,7 +1000,7 @@ impl RequestParser {
     #[inline(always)]
     fn note_field(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
         match name.len() {
-            4 if is_host(name) => self.note_host(all_host(value)),
+            4 if is_host(name) => self.note_host(split_host_port(value).is_some()),
             6 if is_name(name, b"expect") => {
                 if value.eq_ignore_ascii_case(b"100-continue") {
                     self.framing.expect_continue = true;
@@ -1017,8 +1017,8 @@ impl RequestParser {
         }
     }
 
-    /// Records a `Host` field line; `valid` says whether its value has only
-    /// [`HOST`] bytes.
+    /// Records a `Host` field line; `valid` says whether its value is
+    /// `uri-host [ ":" port ]` ([`split_host_port`]).
     #[inline(always)]
     fn note_host(&mut self, valid: bool) -> Result<(), Error> {
         // RFC 9112 §3.2: 400 for more than one Host field line or an invalid
@@ -1344,9 +1344,10 @@ fn classify_target(
                 .count();
             let authority = &target[authority_start..authority_start + authority_len];
             // RFC 9110 §4.2.1: an empty host is invalid; §4.2.4: userinfo
-            // (`@`, excluded from HOST) is treated as an error.
-            if authority.is_empty() || !authority.iter().all(|&b| HOST[usize::from(b)]) {
-                return Err(Error::InvalidRequestTarget);
+            // (`@`, not in `uri-host [ ":" port ]`) is treated as an error.
+            match split_host_port(authority) {
+                Some((host, _)) if !host.is_empty() => {}
+                _ => return Err(Error::InvalidRequestTarget),
             }
             let (path, query) = split_query(target, authority_start + authority_len);
             Ok((RequestTarget::Absolute, path, query))
@@ -1363,22 +1364,9 @@ fn split_query(target: &[u8], from: usize) -> (TargetRange, Option<TargetRange>)
 }
 
 /// `true` if `target` is `uri-host ":" port` with a non-empty host and a
-/// non-empty all-digit port (RFC 9112 §3.2.3, RFC 9110 §9.3.6).
+/// non-empty port (RFC 9112 §3.2.3, RFC 9110 §9.3.6).
 fn is_authority_form(target: &[u8]) -> bool {
-    let Some(colon) = target.iter().rposition(|&b| b == b':') else {
-        return false;
-    };
-    let (host, port) = (&target[..colon], &target[colon + 1..]);
-    let bracketed = match host {
-        [b'[', .., b']'] => true,
-        [b'[', ..] | [.., b']'] => false,
-        _ => !host.contains(&b'[') && !host.contains(&b']'),
-    };
-    bracketed
-        && !host.is_empty()
-        && host.iter().all(|&b| HOST[usize::from(b)])
-        && !port.is_empty()
-        && port.iter().all(u8::is_ascii_digit)
+    matches!(split_host_port(target), Some((host, Some(port))) if !host.is_empty() && !port.is_empty())
 }
 
 /// Parses a `Content-Length` field value: `1*DIGIT`, or a comma-separated
