@@ -2251,7 +2251,7 @@ X-C: \t \r\nX-D:\r\nX-E:\tx\r\n\r\n";
 
     #[test]
     fn rejects_unsupported_versions_with_505() {
-        for version in ["HTTP/2.0", "HTTP/1.2", "HTTP/0.9", "HTTP/2", "HTTP/3"] {
+        for version in ["HTTP/2.0", "HTTP/0.9", "HTTP/2", "HTTP/3", "HTTP/0.1"] {
             let input = with_request_line(&format!("GET / {version}"));
             reject(&input, Error::UnsupportedVersion);
             assert_eq!(Error::UnsupportedVersion.status_hint().as_u16(), 505);
@@ -2260,6 +2260,19 @@ X-C: \t \r\nX-D:\r\nX-E:\tx\r\n\r\n";
             b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
             Error::UnsupportedVersion,
         );
+    }
+
+    /// RFC 9112 §2.3: a recipient SHOULD process a request with a higher
+    /// minor version of HTTP/1 as the highest minor version it implements,
+    /// here HTTP/1.1: it is parsed, framed and answered as HTTP/1.1.
+    #[test]
+    fn processes_a_higher_minor_version_as_http11() {
+        for minor in 2..=9 {
+            let parsed = accept(&with_request_line(&format!("GET / HTTP/1.{minor}")));
+            assert_eq!(parsed.version, Version::Http11, "HTTP/1.{minor}");
+            assert!(parsed.keep_alive, "HTTP/1.{minor}");
+        }
+        reject(b"GET / HTTP/1.2\r\n\r\n", Error::MissingHost);
     }
 
     // ---- bare CR / LF --------------------------------------------------

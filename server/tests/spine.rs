@@ -278,6 +278,20 @@ fn invalid_host_values_get_400_and_a_closed_connection() {
     assert_eq!(read_response(&mut s, &mut buf).unwrap().status, 200);
 }
 
+/// RFC 9112 §2.3: a higher minor version of HTTP/1 is served as HTTP/1.1, not 505.
+#[test]
+fn a_higher_minor_version_is_served_as_http11() {
+    let server = ServerProcess::start(1);
+    let mut s = server.connect();
+    send(&mut s, b"GET /plaintext HTTP/1.2\r\nHost: x\r\n\r\n");
+    let mut buf = Vec::new();
+    let r = read_response(&mut s, &mut buf).expect("a response");
+    assert_eq!((r.version.as_str(), r.status), ("HTTP/1.1", 200));
+    // Still a persistent connection, as HTTP/1.1 is.
+    send(&mut s, b"GET /plaintext HTTP/1.9\r\nHost: x\r\n\r\n");
+    assert_eq!(read_response(&mut s, &mut buf).unwrap().status, 200);
+}
+
 #[test]
 fn oversized_heads_get_414_and_431() {
     let server = ServerProcess::start(1);
