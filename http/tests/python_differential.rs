@@ -773,9 +773,10 @@ impl Reason {
             }
             Reason::Version => {
                 "RFC 9112 §2.3: HTTP-version is HTTP/DIGIT.DIGIT (one digit each, \
-                 case-sensitive); keel answers 505 to a well-formed version other than 1.0 or \
-                 1.1 and to the HTTP/2-style `HTTP/2` (http/DESIGN.md), Python parses the \
-                 numbers with int() (400 for `HTTP/1`, any 1.x accepted)"
+                 case-sensitive); keel processes HTTP/1.2 to 1.9 as HTTP/1.1 (§2.3) and \
+                 answers 505 to other well-formed versions and to the HTTP/2-style `HTTP/2` \
+                 (http/DESIGN.md), Python parses the numbers with int() (400 for `HTTP/1`, \
+                 any 1.x accepted and kept as sent)"
             }
             Reason::RequestLineLimit => {
                 "RFC 9112 §3: a server that receives a request-target longer than it wishes to \
@@ -801,9 +802,10 @@ impl Reason {
         match self {
             Reason::Host => {
                 let hosts = input.values("host");
-                matches!(error, Some(Error::MissingHost))
-                    && hosts.is_empty()
-                    && version == b"HTTP/1.1"
+                // HTTP/1.2 to 1.9 are processed as HTTP/1.1 (RFC 9112 §2.3).
+                let http11 = matches!(version, [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor]
+                    if (b'1'..=b'9').contains(minor));
+                matches!(error, Some(Error::MissingHost)) && hosts.is_empty() && http11
                     || matches!(error, Some(Error::MultipleHost)) && hosts.len() > 1
                     || matches!(error, Some(Error::InvalidHost))
                         && hosts.iter().any(|h| {
@@ -944,10 +946,13 @@ impl Reason {
                 // answers 505 to it (http/DESIGN.md, HTTP-version).
                 let major_only = matches!(version, [b'H', b'T', b'T', b'P', b'/', a]
                     if a.is_ascii_digit());
-                let supported = version == b"HTTP/1.1" || version == b"HTTP/1.0";
+                let supported = version.starts_with(b"HTTP/1.");
+                // RFC 9112 §2.3: a higher minor version is processed as HTTP/1.1.
+                let higher_minor = supported && well_formed && version > b"HTTP/1.1".as_slice();
                 error == Some(Error::InvalidVersion) && !well_formed
                     || error == Some(Error::UnsupportedVersion)
                         && (well_formed && !supported || major_only)
+                    || error.is_none() && higher_minor
             }
             Reason::RequestLineLimit => {
                 let line_size = input.request_line.len() + 1;
@@ -1026,6 +1031,13 @@ fn judge(input: &[u8], keel: &Keel, python: &Parsed) -> Verdict {
             } == *k;
             if only_target && Reason::DoubleSlash.holds(&parts, None) {
                 return Verdict::Explained(Reason::DoubleSlash);
+            }
+            let only_version = Head {
+                version: k.version.clone(),
+                ..p.clone()
+            } == *k;
+            if only_version && k.version == b"HTTP/1.1" && Reason::Version.holds(&parts, None) {
+                return Verdict::Explained(Reason::Version);
             }
             Verdict::Unexplained(format!(
                 "both accept, but keel {}, python {}",
