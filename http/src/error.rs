@@ -50,7 +50,7 @@ pub enum Error {
     #[error("invalid http-version")]
     InvalidVersion,
     /// The HTTP-version is well-formed (or is the `HTTP/2`, `HTTP/3` style
-    /// name) but is neither HTTP/1.0 nor HTTP/1.1
+    /// name) but is not HTTP/1.x (`HTTP/1.2` to `HTTP/1.9` are parsed as HTTP/1.1)
     /// ([RFC 9110 §15.6.6](https://www.rfc-editor.org/rfc/rfc9110#section-15.6.6)).
     /// Hint: 505.
     #[error("unsupported http-version")]

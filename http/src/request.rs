@@ -34,8 +34,10 @@ pub(crate) const MAX_LIMIT: usize = (u32::MAX / 4) as usize;
 /// The HTTP-version of a request: only HTTP/1.0 and HTTP/1.1 are parsed
 /// ([RFC 9112 §2.3](https://www.rfc-editor.org/rfc/rfc9112#section-2.3)).
 ///
-/// Any other well-formed version is [`Error::UnsupportedVersion`] (505), a
-/// malformed one [`Error::InvalidVersion`] (400).
+/// A higher minor version of HTTP/1 (`HTTP/1.2` to `HTTP/1.9`) is parsed as
+/// [`Version::Http11`], as §2.3 asks. Any other well-formed version is
+/// [`Error::UnsupportedVersion`] (505), a malformed one
+/// [`Error::InvalidVersion`] (400).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Version {
     /// `HTTP/1.0`.
@@ -1278,6 +1280,11 @@ fn parse_version(version: &[u8]) -> Result<Version, Error> {
     match version {
         b"HTTP/1.1" => Ok(Version::Http11),
         b"HTTP/1.0" => Ok(Version::Http10),
+        // RFC 9112 §2.3: a higher minor version of HTTP/1 is processed as the
+        // highest this parser implements.
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if minor.is_ascii_digit() => {
+            Ok(Version::Http11)
+        }
         [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
             if major.is_ascii_digit() && minor.is_ascii_digit() =>
         {
