@@ -1,5 +1,6 @@
-//! Helpers shared by keel-net's integration tests: a temporary directory and a dnsmasq
-//! server on loopback with a zone the test writes.
+//! Helpers shared by keel-net's integration tests: a temporary directory, a dnsmasq
+//! server on loopback with a zone the test writes, and a fake DNS server that answers
+//! with whatever octets the test builds (for answers dnsmasq would never send).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -178,4 +179,75 @@ fn answers_a(addr: SocketAddr, name: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// Where the question section of `query` ends, in octets from the start of the message:
+/// after the one question's QNAME (uncompressed, as a resolver sends it), QTYPE and
+/// QCLASS (RFC 1035 §4.1.2).
+pub fn question_end(query: &[u8]) -> usize {
+    let mut end = 12;
+    while query[end] != 0 {
+        end += 1 + query[end] as usize;
+    }
+    end + 5
+}
+
+/// A response to `query`, built by hand: the query's ID, QR RD RA set and RCODE 0,
+/// QDCOUNT 1, ANCOUNT `ancount`, the query's question, then `answer` as it is (the
+/// answer section, well-formed or not; a compression pointer to the QNAME is `c0 0c`).
+pub fn response(query: &[u8], ancount: u16, answer: &[u8]) -> Vec<u8> {
+    let mut m = query[..2].to_vec();
+    m.extend_from_slice(&[0x81, 0x80, 0, 1]);
+    m.extend_from_slice(&ancount.to_be_bytes());
+    m.extend_from_slice(&[0, 0, 0, 0]);
+    m.extend_from_slice(&query[12..question_end(query)]);
+    m.extend_from_slice(answer);
+    m
+}
+
+/// A fake DNS server on 127.0.0.1, UDP and TCP on one random port, that answers every
+/// query (until the test process ends) with the messages `reply(query)` returns: over
+/// UDP each is one datagram, in order, from the port queried; over TCP each is written
+/// with its two-octet length (RFC 1035 §4.2.2) on the query's connection.
+pub fn fake_dns(
+    reply: impl Fn(&[u8]) -> Vec<Vec<u8>> + Send + Sync + 'static,
+) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let (udp, tcp) = (0..20)
+        .find_map(|_| {
+            let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let tcp = std::net::TcpListener::bind(udp.local_addr().unwrap()).ok()?;
+            Some((udp, tcp))
+        })
+        .expect("a port free for both UDP and TCP");
+    let addr = udp.local_addr().unwrap();
+    let reply = std::sync::Arc::new(reply);
+    let udp_reply = reply.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        while let Ok((n, from)) = udp.recv_from(&mut buf) {
+            for m in udp_reply(&buf[..n]) {
+                let _ = udp.send_to(&m, from);
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for s in tcp.incoming() {
+            let Ok(mut s) = s else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut len = [0u8; 2];
+            if s.read_exact(&mut len).is_err() {
+                continue;
+            }
+            let mut query = vec![0u8; u16::from_be_bytes(len) as usize];
+            if s.read_exact(&mut query).is_err() {
+                continue;
+            }
+            for m in reply(&query) {
+                let _ = s.write_all(&(m.len() as u16).to_be_bytes());
+                let _ = s.write_all(&m);
+            }
+        }
+    });
+    addr
 }
