@@ -138,7 +138,13 @@ pub enum Error {
         /// What differed: `ID`, `question`, `QR bit`, `opcode`.
         what: &'static str,
     },
-    /// A response was malformed (see [`WireError`]).
+    /// A response was malformed (see [`WireError`]; RFC 1035 §4.1.4, RFC 9267 §2,
+    /// <https://www.rfc-editor.org/rfc/rfc9267#section-2>). Over UDP this is an answer
+    /// that matched its query (ID, QR, opcode and question, RFC 5452 §9.1) and is
+    /// malformed after its question; a datagram that does not match, or whose header or
+    /// question is malformed, may be forged and is dropped instead. Over TCP it is any
+    /// malformed message. Either way the try with `server` ends at once and the next
+    /// server is asked.
     #[error("malformed DNS message from {server}: {reason}")]
     Malformed {
         /// The server it came from.

@@ -122,13 +122,16 @@ struct CacheEntry {
 /// socket bound to port 0, for which Linux picks a random ephemeral port (RFC 5452 §9.2),
 /// and connected to the server, so a closed port fails at once. An answer is accepted only
 /// from the address queried, with the query's ID, with QR set, and with the same question
-/// (name compared without case); anything else is dropped and the wait goes on. Only
-/// answer records of class IN are used. A server that does not answer within
-/// [`ResolvConf::timeout`] is left for the next one; `attempts` rounds are made (with
-/// `rotate`, each lookup starts at the next server). A truncated UDP answer (TC) is asked
-/// again over TCP. CNAME records are followed, within the answer and by new queries, up
-/// to [`MAX_CNAME_CHAIN`]. Positive answers are cached for the smallest TTL of the
-/// records used, at most [`QueryOptions::max_ttl`].
+/// (name compared without case); anything else is dropped and the wait goes on. An
+/// answer that passes these checks but is malformed after its question (RFC 1035 §4.1.4,
+/// RFC 9267 §2) is that server's broken answer: the try with it ends at once with
+/// [`Error::Malformed`] and the next server is asked. Only answer records of class IN
+/// are used. A server that does not answer within [`ResolvConf::timeout`] is left for
+/// the next one; `attempts` rounds are made (with `rotate`, each lookup starts at the
+/// next server). A truncated UDP answer (TC) is asked again over TCP. CNAME records are
+/// followed, within the answer and by new queries, up to [`MAX_CNAME_CHAIN`]. Positive
+/// answers are cached for the smallest TTL of the records used, at most
+/// [`QueryOptions::max_ttl`].
 ///
 /// It is `Sync`: share one between threads; [`Resolver::lookup_ip`] itself runs the A and
 /// AAAA lookups on two threads.
@@ -311,7 +314,8 @@ impl Resolver {
     /// exists; [`Error::NoAddress`] when one exists without records of `qtype`;
     /// [`Error::ServFail`], [`Error::Rcode`]; [`Error::NoAnswer`] when no server
     /// answered; [`Error::TimedOut`] with `op` `resolve` when `deadline` passed;
-    /// [`Error::Truncated`]; [`Error::Mismatch`] or [`Error::Malformed`] (over TCP);
+    /// [`Error::Truncated`]; [`Error::Mismatch`] (over TCP); [`Error::Malformed`] when
+    /// the last server tried sent a malformed answer to the query;
     /// [`Error::CnameChainTooLong`]; [`Error::Io`] for socket failures (naming `recv`,
     /// with `ECONNREFUSED`, when the last server tried has nothing on its port).
     ///
@@ -592,7 +596,8 @@ impl Resolver {
 
     /// One query over UDP to `server`, with an OPT record offering `edns` octets when
     /// `Some`; waits until `deadline` for an answer that matches it, counting the
-    /// datagrams dropped meanwhile in `ignored`.
+    /// datagrams dropped meanwhile in `ignored`. An answer that matches but is
+    /// malformed past its question ends the wait with [`Error::Malformed`].
     fn udp_exchange(
         &self,
         server: SocketAddr,
@@ -614,32 +619,48 @@ impl Resolver {
         let mut out = Vec::with_capacity(64);
         encode_query(id, question, true, edns, &mut out);
         sock.send_before(&out, deadline)?;
+        // A FORMERR to a query with an OPT record often has no question (the server
+        // could not parse it): taken on its ID alone, as glibc does, since all it can
+        // cause is the same query again without EDNS. (On a header alone, the RCODE
+        // lacks the OPT record's upper bits, but a full RCODE of FORMERR has FORMERR in
+        // the header.)
+        let formerr_to_edns = |m: &Message| {
+            edns.is_some()
+                && m.header.rcode == Rcode::FORMERR
+                && m.questions.is_empty()
+                && m.header.id == id
+                && m.header.qr
+        };
         let mut buf = vec![0u8; UDP_BUFFER_SIZE];
         loop {
             let n = sock.recv_before(&mut buf, deadline)?;
+            // The header and question first: they say whether the datagram answers
+            // this query. One that does not, or whose header or question is malformed,
+            // may be forged; keep waiting for the real one.
+            let Ok(head) = Message::decode_head(&buf[..n]) else {
+                *ignored += 1;
+                continue;
+            };
+            let matches = check(&head, id, question).is_ok();
+            if !matches && !formerr_to_edns(&head) {
+                *ignored += 1;
+                continue;
+            }
             let msg = match Message::decode(&buf[..n]) {
                 Ok(msg) => msg,
                 // A truncated answer may be cut anywhere after its question (RFC 1035
-                // §4.2.1): its header and question, checked below like any answer's,
-                // are enough to ask again over TCP.
-                Err(_) => match Message::decode_head(&buf[..n]) {
-                    Ok(head) if head.header.tc => head,
-                    // A malformed datagram may be forged; keep waiting for the real one.
-                    _ => {
-                        *ignored += 1;
-                        continue;
-                    }
-                },
+                // §4.2.1): its header and question are enough to ask again over TCP.
+                Err(_) if head.header.tc => head,
+                // The server's own answer, broken (RFC 9267 §2): waiting longer brings
+                // nothing, so this try ends now, as in glibc, Go and dnspython.
+                Err(reason) if matches => return Err(Error::Malformed { server, reason }),
+                // Taken on its ID alone, a malformed FORMERR may be forged.
+                Err(_) => {
+                    *ignored += 1;
+                    continue;
+                }
             };
-            // A FORMERR to a query with an OPT record often has no question (the
-            // server could not parse it): taken on its ID alone, as glibc does, since
-            // all it can cause is the same query again without EDNS.
-            let formerr_to_edns = edns.is_some()
-                && msg.header.rcode == Rcode::FORMERR
-                && msg.questions.is_empty()
-                && msg.header.id == id
-                && msg.header.qr;
-            if !formerr_to_edns && check(&msg, id, question).is_err() {
+            if !matches && !formerr_to_edns(&msg) {
                 *ignored += 1;
                 continue;
             }
