@@ -1103,6 +1103,34 @@ mod tests {
         assert_eq!(format!("{:?}", RrType(99)), "TYPE99");
     }
 
+    /// The name with these labels, as they come off the wire (any octets, `.` too).
+    fn name_of_labels(labels: &[&[u8]]) -> Name {
+        let mut wire = Vec::new();
+        for label in labels {
+            wire.push(label.len() as u8);
+            wire.extend_from_slice(label);
+        }
+        wire.push(0);
+        Name { wire }
+    }
+
+    #[test]
+    fn only_master_file_specials_and_non_printing_octets_are_escaped() {
+        // RFC 1035 §5.1: `.`, `\`, `"`, `(`, `)`, `;`, `@` and `$` are special in master
+        // files and written `\X`; octets that do not print (space, controls, DEL,
+        // non-ASCII) are written `\DDD`; every other printable octet is itself, as dig
+        // prints it. `*` is no special: a wildcard owner (RFC 4592 §2.1.1) reads `*.`.
+        let star = name_of_labels(&[b"*", b"cdn", b"example", b"net"]);
+        assert_eq!(star.to_string(), "*.cdn.example.net.");
+        assert_eq!(name("*.cdn.example.net").to_string(), "*.cdn.example.net.");
+        let printable = name_of_labels(&[b"!#%&'*+,/:<=>?[]^`{|}~", b"a-b_c"]);
+        assert_eq!(printable.to_string(), "!#%&'*+,/:<=>?[]^`{|}~.a-b_c.");
+        let specials = name_of_labels(&[b"a.b", b"\\", b"\"()", b";@$"]);
+        assert_eq!(specials.to_string(), r#"a\.b.\\.\"\(\).\;\@\$."#);
+        let unprintable = name_of_labels(&[b"a b", b"\x00\x1f\x7f\x80\xff"]);
+        assert_eq!(unprintable.to_string(), r"a\032b.\000\031\127\128\255.");
+    }
+
     /// A 12-octet header with these flags and counts.
     fn header(flags: u16, counts: [u16; 4]) -> Vec<u8> {
         let mut m = vec![0x12, 0x34];

@@ -1,6 +1,7 @@
 //! Helpers shared by keel-net's integration tests: a temporary directory, a dnsmasq
-//! server on loopback with a zone the test writes, and a fake DNS server that answers
-//! with whatever octets the test builds (for answers dnsmasq would never send).
+//! server on loopback with a zone the test writes, a fake DNS server that answers with
+//! whatever octets the test builds (for answers dnsmasq would never send), and the path
+//! of an example binary.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -250,4 +251,19 @@ pub fn fake_dns(
         }
     });
     addr
+}
+
+/// The example binary that `cargo test` builds next to the test executables.
+pub fn example_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test>-<hash> -> target/<profile>/examples/<name>
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p keel-net --example {name}` \
+         (`cargo test -p keel-net` builds examples; a run with only `--test X` does not)",
+        path.display()
+    );
+    path
 }
