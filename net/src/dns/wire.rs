@@ -333,18 +333,23 @@ impl std::hash::Hash for Name {
 }
 
 impl fmt::Display for Name {
-    /// Dotted form with a trailing dot (`www.example.com.`); bytes other than letters,
-    /// digits, `-` and `_` are written as `\DDD` (RFC 1035 §5.1).
+    /// Dotted form with a trailing dot (`www.example.com.`), as in master files (RFC 1035
+    /// §5.1, <https://www.rfc-editor.org/rfc/rfc1035#section-5.1>) and as dig prints it:
+    /// the characters special there (`.`, `\`, `"`, `(`, `)`, `;`, `@`, `$`) are written
+    /// `\X`; octets that do not print (space, controls, DEL, non-ASCII) `\DDD`; every
+    /// other printable ASCII octet, `*` included, as itself (`*.cdn.example.net.`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.wire.len() == 1 {
             return f.write_str(".");
         }
         for label in self.labels() {
             for &b in label {
-                if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
-                    write!(f, "{}", b as char)?;
-                } else {
-                    write!(f, "\\{b:03}")?;
+                match b {
+                    b'.' | b'\\' | b'"' | b'(' | b')' | b';' | b'@' | b'$' => {
+                        write!(f, "\\{}", b as char)?
+                    }
+                    b'!'..=b'~' => write!(f, "{}", b as char)?,
+                    _ => write!(f, "\\{b:03}")?,
                 }
             }
             f.write_str(".")?;
