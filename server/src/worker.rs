@@ -16,7 +16,7 @@ use keel_http::{
     StatusCode,
 };
 use keel_linux::epoll::{Epoll, Events, Interest};
-use keel_linux::io as lio;
+use keel_linux::io::{self as lio, PollFor};
 use keel_linux::process::Signal;
 use keel_linux::signal::{SignalFd, SignalSet};
 use keel_linux::socket::{self, Shutdown};
@@ -49,6 +49,11 @@ const MAX_IDLE_OUTPUT: usize = 64 * 1024;
 /// How long a closing connection keeps reading (and discarding) before it is dropped, so
 /// that unread bytes do not turn the close into a reset that destroys the last response.
 const LINGER: Duration = Duration::from_secs(2);
+/// At a graceful shutdown, how long an idle keep-alive connection that was busy just
+/// before stays open for the next request its client may be sending already (it has
+/// not seen the close yet): that request is answered with `Connection: close`. A
+/// connection idle for longer is half-closed at once (see [`Worker::begin_shutdown`]).
+const SHUTDOWN_IDLE_GRACE: Duration = Duration::from_millis(250);
 
 struct Conn {
     fd: OwnedFd,
@@ -339,6 +344,17 @@ impl Conn {
     fn is_idle(&self) -> bool {
         self.start == self.input.len() && self.unsent() == 0 && self.source.is_none()
     }
+
+    /// Whether the kernel holds bytes from the client not yet read (or its end of
+    /// input), looked at without reading them. Only for shutting down: a connection
+    /// that has answered everything it read closes only when nothing more arrived, so
+    /// a request that reached the server is answered rather than lost to the close
+    /// (and its unread bytes do not turn the close into a reset).
+    #[cold]
+    #[inline(never)]
+    fn has_unread_input(&self) -> bool {
+        lio::poll_fd(&self.fd, PollFor::Read, Some(Duration::ZERO)).unwrap_or(false)
+    }
 }
 
 /// What processing buffered input decided.
@@ -368,6 +384,10 @@ pub(crate) struct Worker<'t, H> {
     response_cache: ResponseCache,
     date: Prefix,
     shutdown_deadline: Option<Millis>,
+    /// Shutting down, idle connections stay open until then for a request on its way
+    /// (see [`SHUTDOWN_IDLE_GRACE`]); `None` before the shutdown and once it passed.
+    /// Never after `shutdown_deadline`.
+    idle_grace_until: Option<Millis>,
     /// Accepting is paused (the listener is out of epoll) until then, after an accept
     /// error that may come back on every try (the process ran out of file descriptors,
     /// for one).
@@ -705,6 +725,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             response_cache: ResponseCache::default(),
             date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
+            idle_grace_until: None,
             accept_paused_until: None,
             accept_error: None,
             wheel: Wheel::new(),
@@ -836,7 +857,8 @@ impl<'t, H: Handler> Worker<'t, H> {
         let now = self.now;
         let mut t: Millis = 1000;
         for d in [
-            self.shutdown_deadline,
+            // The grace, while it runs, ends before the shutdown deadline.
+            self.idle_grace_until.or(self.shutdown_deadline),
             self.accept_paused_until,
             self.wheel.next_due(now + t),
         ]
@@ -858,6 +880,9 @@ impl<'t, H: Handler> Worker<'t, H> {
                     }
                 }
                 return;
+            }
+            if self.idle_grace_until.is_some_and(|g| now >= g) {
+                self.end_idle_grace();
             }
         }
         if self.accept_paused_until.is_some_and(|t| now >= t) {
@@ -994,17 +1019,28 @@ impl<'t, H: Handler> Worker<'t, H> {
         Ok(())
     }
 
-    /// Graceful shutdown: stop accepting, close idle connections, let busy ones finish
-    /// the requests they hold (answered with `Connection: close`), until the deadline.
+    /// Graceful shutdown: stop accepting, let busy connections finish the requests they
+    /// hold (answered with `Connection: close`), until the deadline. A request that
+    /// reached the server is answered, never lost to the close: a connection that
+    /// looks idle first reads what the kernel already received (a complete request is
+    /// answered with `Connection: close`; a partial one may finish before the
+    /// deadline). One with nothing waiting is half-closed and lingers, never reset
+    /// (which could destroy the last response still on its way to the client): at once
+    /// when it has been idle for [`SHUTDOWN_IDLE_GRACE`], else at the end of that grace,
+    /// as its client, which has not seen the close, may be sending a request right now.
     fn begin_shutdown(&mut self) {
         if self.shutdown_deadline.is_some() {
             return;
         }
+        let timeout = millis(self.config.shutdown_timeout);
         self.shutdown_deadline = Some(
             self.now
-                .saturating_add(millis(self.config.shutdown_timeout))
+                .saturating_add(timeout)
                 .saturating_add(self.clock_slack),
         );
+        // Within the shutdown timeout, leaving time to linger.
+        let grace = millis(SHUTDOWN_IDLE_GRACE).min(timeout / 2);
+        self.idle_grace_until = Some(self.now.saturating_add(grace));
         if let Some(l) = self.listener.take() {
             let _ = self.epoll.delete(&l);
         }
@@ -1014,10 +1050,39 @@ impl<'t, H: Handler> Worker<'t, H> {
                 continue;
             };
             if c.is_idle() && c.linger_deadline.is_none() {
-                self.drop_conn(i);
+                if c.has_unread_input() {
+                    // Processed as usual; it closes once what it read is answered.
+                    self.on_readable(i);
+                } else if self.now.saturating_sub(c.idle_since) >= grace {
+                    self.start_linger(i);
+                    self.arm(i);
+                }
+                // Else busy just before: closed at the end of the grace
+                // (`end_idle_grace`) unless a request comes first.
             } else {
                 // A waiting stream hears of the shutdown (StreamContext::shutting_down).
                 self.resume_stream(i);
+            }
+        }
+    }
+
+    /// The shutdown's grace for idle connections ended: half-closes every connection
+    /// that has answered everything it read and has nothing to send, unless input
+    /// waits in the kernel (it is read next and answered, then the connection closes).
+    #[cold]
+    #[inline(never)]
+    fn end_idle_grace(&mut self) {
+        self.idle_grace_until = None;
+        for i in 0..self.conns.len() {
+            let Some(c) = self.conns[i].as_ref() else {
+                continue;
+            };
+            if c.is_idle()
+                && c.linger_deadline.is_none()
+                && (c.closing || c.peer_eof || !c.has_unread_input())
+            {
+                self.start_linger(i);
+                self.arm(i);
             }
         }
     }
@@ -1408,8 +1473,17 @@ impl<'t, H: Handler> Worker<'t, H> {
                 return self.drop_conn(i);
             }
             // Shutting down: a connection whose last response just went out closes now,
-            // not at the shutdown deadline.
-            if c.closing || (self.shutdown_deadline.is_some() && c.start == c.input.len()) {
+            // not at the shutdown deadline, unless its client's next request may come:
+            // during the shutdown's grace for idle connections, or when it has already
+            // arrived. Then it stays readable, and that request is answered (with
+            // `Connection: close`) first.
+            if c.closing
+                || (self.shutdown_deadline.is_some()
+                    && c.start == c.input.len()
+                    && (c.peer_eof
+                        || c.linger_deadline.is_some()
+                        || (self.idle_grace_until.is_none() && !c.has_unread_input())))
+            {
                 return self.start_linger(i);
             }
             if c.peer_eof {
