@@ -68,32 +68,38 @@ fn parse_duration_us(s: &str) -> Option<f64> {
     num.parse::<f64>().ok().map(|v| v * mul)
 }
 
-/// Runs wrk; `tick` is called every 50 ms while it runs (to sample the server).
-pub fn run(o: &WrkRun<'_>, tick: &mut dyn FnMut()) -> Result<WrkResult, String> {
-    let url = format!("http://{}{}", o.addr, o.path);
-    let secs = format!("{}s", o.duration.as_secs().max(1));
-    let conns = o.connections.to_string();
-    let accept = format!("Accept: {}", o.accept);
-    let script = o.scratch.join("pipeline.lua");
-    let mut args = vec![
+/// The arguments of `taskset` that run wrk for `o` (`taskset -c CPUS wrk ...`), with
+/// `script` as the Lua script of a pipelined run.
+pub fn args(o: &WrkRun<'_>, script: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
         "-c",
         o.cpus,
         "wrk",
         "-t1",
         "-c",
-        &conns,
+        &o.connections.to_string(),
         "-d",
-        &secs,
+        &format!("{}s", o.duration.as_secs().max(1)),
         "--latency",
         "-H",
-        &accept,
-    ];
-    let script_s = script.to_string_lossy().into_owned();
+        &format!("Accept: {}", o.accept),
+    ]
+    .map(String::from)
+    .into();
+    if o.pipelined {
+        args.extend(["-s".to_owned(), script.to_string_lossy().into_owned()]);
+    }
+    args.push(format!("http://{}{}", o.addr, o.path));
+    args
+}
+
+/// Runs wrk; `tick` is called every 50 ms while it runs (to sample the server).
+pub fn run(o: &WrkRun<'_>, tick: &mut dyn FnMut()) -> Result<WrkResult, String> {
+    let script = o.scratch.join("pipeline.lua");
     if o.pipelined {
         std::fs::write(&script, PIPELINE_LUA).map_err(|e| e.to_string())?;
-        args.extend(["-s", &script_s]);
     }
-    args.push(&url);
+    let args = args(o, &script);
     let child = Command::new("taskset")
         .args(&args)
         .stdout(Stdio::piped())
