@@ -285,3 +285,30 @@ pub fn drive(
     }
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// TechEmpower's wrk runs send `Host`, the scenario's `Accept` and
+    /// `Connection: keep-alive` (its toolset's wrk scripts); the field costs every
+    /// server something, so the harness must send it too.
+    #[test]
+    fn the_request_is_the_one_techempower_sends() {
+        let addr: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        assert_eq!(
+            String::from_utf8(request(addr, "/plaintext")).unwrap(),
+            format!(
+                "GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: {ACCEPT_PLAINTEXT}\r\n\
+                 Connection: keep-alive\r\n\r\n"
+            )
+        );
+        assert_eq!(
+            String::from_utf8(request(addr, "/json")).unwrap(),
+            format!(
+                "GET /json HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: {ACCEPT_JSON}\r\n\
+                 Connection: keep-alive\r\n\r\n"
+            )
+        );
+    }
+}

@@ -179,4 +179,36 @@ mod tests {
         assert_eq!(super::parse_duration_us("2.00s"), Some(2e6));
         assert_eq!(super::parse_duration_us("2.00m"), None);
     }
+
+    /// wrk sends `Connection: keep-alive` as TechEmpower's wrk scripts ask it to
+    /// (`-H 'Connection: keep-alive'`), pipelined or not.
+    #[test]
+    fn wrk_sends_techempowers_fields() {
+        for pipelined in [false, true] {
+            let run = super::WrkRun {
+                addr: "127.0.0.1:8080".parse().unwrap(),
+                path: "/plaintext",
+                accept: crate::client::ACCEPT_PLAINTEXT,
+                connections: 64,
+                duration: std::time::Duration::from_secs(10),
+                pipelined,
+                cpus: "1",
+                scratch: std::path::Path::new("/tmp"),
+            };
+            let args = super::args(&run, std::path::Path::new("/tmp/pipeline.lua"));
+            let fields: Vec<&str> = args
+                .windows(2)
+                .filter(|w| w[0] == "-H")
+                .map(|w| w[1].as_str())
+                .collect();
+            assert_eq!(
+                fields,
+                [
+                    format!("Accept: {}", crate::client::ACCEPT_PLAINTEXT).as_str(),
+                    "Connection: keep-alive"
+                ],
+                "{args:?}"
+            );
+        }
+    }
 }
