@@ -12,15 +12,19 @@ pub const ACCEPT_PLAINTEXT: &str =
 pub const ACCEPT_JSON: &str =
     "application/json,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7";
 
-/// The request bytes wrk sends for `path` (as `wrk.format` builds them), with the Accept
-/// field of the scenario.
+/// The `Connection` field TechEmpower's wrk scripts send with every request.
+pub const CONNECTION: &str = "Connection: keep-alive";
+
+/// The request bytes TechEmpower's wrk runs send for `path` (as `wrk.format` builds
+/// them): `Host`, the scenario's `Accept` and [`CONNECTION`].
 pub fn request(addr: SocketAddr, path: &str) -> Vec<u8> {
     let accept = if path == "/json" {
         ACCEPT_JSON
     } else {
         ACCEPT_PLAINTEXT
     };
-    format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n").into_bytes()
+    format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\n{CONNECTION}\r\n\r\n")
+        .into_bytes()
 }
 
 /// One parsed response.

@@ -83,6 +83,8 @@ pub fn args(o: &WrkRun<'_>, script: &Path) -> Vec<String> {
         "--latency",
         "-H",
         &format!("Accept: {}", o.accept),
+        "-H",
+        crate::client::CONNECTION,
     ]
     .map(String::from)
     .into();

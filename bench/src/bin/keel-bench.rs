@@ -664,6 +664,7 @@ fn main() {
         cmd_version("nginx", &["-v"]),
     );
     md += "Peers: see bench/peers/README.md for versions and settings.\n\n";
+    md += "Every request is TechEmpower's: `Host`, the scenario's `Accept` and `Connection: keep-alive`, as its wrk scripts send them (wrk runs with `-H` for the last two; the checks and the instruction counts send the same bytes).\n\n";
     for sc in &scenarios {
         let these: Vec<&report::ScenarioRow> =
             rows.iter().filter(|r| r.scenario == sc.name).collect();
@@ -738,7 +739,7 @@ fn main() {
             }
             md += "\n";
         }
-        md += &format!("\nDriven by keel-bench's own client, not wrk, with the plaintext request: plaintext-1conn: 1 connection, keep-alive, {} requests; plaintext: 16 connections, keep-alive, {} requests; plaintext-pipelined: 16 connections, 16 requests per write, {} requests. A `--quick` run drives a quarter as many, which moves some servers' figures by a few percent: compare figures of runs of the same size.\n\n", 2500 * scale, 16 * 250 * scale, 16 * 16 * 25 * scale);
+        md += &format!("\nDriven by keel-bench's own client, not wrk, with TechEmpower's plaintext request (`Host`, `Accept` and `Connection: keep-alive`, as its wrk scripts send it): plaintext-1conn: 1 connection, keep-alive, {} requests; plaintext: 16 connections, keep-alive, {} requests; plaintext-pipelined: 16 connections, 16 requests per write, {} requests. A `--quick` run drives a quarter as many, which moves some servers' figures by a few percent: compare figures of runs of the same size.\n\n", 2500 * scale, 16 * 250 * scale, 16 * 16 * 25 * scale);
     }
     if !parser_instr.is_empty() {
         md += "## Request-head parser: instructions per head (callgrind, user space, baseline subtracted)\n\n| input | keel | httparse | httparse ÷ keel |\n|---|---|---|---|\n";
