@@ -571,8 +571,8 @@ impl ByteClass for NotDigit {
 
 /// `true` if `buf[start..end]` is a valid `Host` field value (see
 /// [`split_host_port`]). A value of at most sixteen letters, digits, `-`, `.`
-/// and `:` is checked as one block: at most one colon, and only digits after
-/// it (with those bytes, a reg-name or IPv4address and a port).
+/// and `:` is checked as one block: only digits after the first colon (with
+/// those bytes, a reg-name or IPv4address and a port).
 #[inline(always)]
 pub(crate) fn is_host_value(buf: &[u8], start: usize, end: usize) -> bool {
     let len = end.wrapping_sub(start);
@@ -582,9 +582,11 @@ pub(crate) fn is_host_value(buf: &[u8], start: usize, end: usize) -> bool {
             let lanes = LAST_LANES[len];
             if NotUsualHost::mask(block) & lanes == 0 {
                 let colons = Colon::mask(block) & lanes;
-                // The lanes after the (one) colon; none when there is no colon.
-                let port = lanes & !(colons << 1).wrapping_sub(1);
-                return colons & colons.wrapping_sub(1) == 0 && NotDigit::mask(block) & port == 0;
+                // The lanes after the first colon (none without one) hold only
+                // digits, so a second colon is refused there too.
+                let first_colon = colons & colons.wrapping_neg();
+                let port = lanes & !(first_colon << 1).wrapping_sub(1);
+                return NotDigit::mask(block) & port == 0;
             }
         }
     }
