@@ -174,6 +174,23 @@ mod tests {
         assert_eq!(splice_tests("x\n", "y\n"), "x\n");
     }
 
+    /// Items kept for tests (`#[cfg(test)]` on a function, or inside a macro, indented)
+    /// are code, not the unit-test module: splicing from the first of them replaced
+    /// most of the file with HEAD's, so the fix was not undone there.
+    #[test]
+    fn the_test_module_is_the_cfg_test_mod_not_an_earlier_test_only_item() {
+        let head = "table! {\n    #[cfg(test)]\n    static T = 1;\n}\nfn a() { new() }\n\
+                    #[cfg(test)]\npub(crate) fn helper() {}\n#[cfg(test)]\nmod tests { fn t_new() {} }\n";
+        assert_eq!(test_module_start(head), Some(8));
+        let reverted = "table! {\n    #[cfg(test)]\n    static T = 1;\n}\nfn a() { old() }\n\
+                        #[cfg(test)]\npub(crate) fn helper() {}\n#[cfg(test)]\nmod tests { fn t_old() {} }\n";
+        assert_eq!(
+            splice_tests(reverted, head),
+            "table! {\n    #[cfg(test)]\n    static T = 1;\n}\nfn a() { old() }\n\
+             #[cfg(test)]\npub(crate) fn helper() {}\n#[cfg(test)]\nmod tests { fn t_new() {} }\n"
+        );
+    }
+
     #[test]
     fn paths_and_names() {
         assert!(is_test_path("server/tests/robustness.rs"));
