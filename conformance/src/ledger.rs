@@ -66,11 +66,20 @@ pub fn is_test_path(path: &str) -> bool {
         || path == "conformance/fixes.toml"
 }
 
-/// Line (1-based) where a source file's unit-test module starts (`#[cfg(test)]`), if any.
+/// Line (1-based) where a source file's unit-test module starts, if any: the first
+/// `#[cfg(test)]` at the start of a line that the next line's `mod` (or `pub mod`,
+/// `pub(crate) mod`) item follows. A test-only function, or an item inside a macro,
+/// is code, not the module.
 pub fn test_module_start(source: &str) -> Option<usize> {
-    source
-        .lines()
-        .position(|l| l.trim_start().starts_with("#[cfg(test)]"))
+    let lines: Vec<&str> = source.lines().collect();
+    lines
+        .windows(2)
+        .position(|w| {
+            let item = w[1]
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ");
+            w[0].trim_end() == "#[cfg(test)]" && item.starts_with("mod ")
+        })
         .map(|i| i + 1)
 }
 
