@@ -104,6 +104,33 @@ pub fn splice_tests(reverted: &str, head: &str) -> String {
     code + &tests
 }
 
+/// The source file, relative to the repository, whose unit-test module holds `test`
+/// (`lib::PATH::NAME`) of the package `krate` (`keel-<folder>`): the longest prefix
+/// of PATH that names a module file, `FOLDER/src/a/b.rs` or `FOLDER/src/a/b/mod.rs`,
+/// else `FOLDER/src/lib.rs`. `exists` says whether a repository path is a file.
+/// `None` for an integration test (any target but `lib`).
+pub fn unit_test_file(krate: &str, test: &str, exists: impl Fn(&str) -> bool) -> Option<String> {
+    let (target, path) = split_test(test)?;
+    if target != "lib" {
+        return None;
+    }
+    let folder = krate.strip_prefix("keel-").unwrap_or(krate);
+    let modules: Vec<&str> = path.split("::").collect();
+    // The last segment is the test's own name, never a module.
+    for k in (1..modules.len()).rev() {
+        let module = modules[..k].join("/");
+        for file in [
+            format!("{folder}/src/{module}.rs"),
+            format!("{folder}/src/{module}/mod.rs"),
+        ] {
+            if exists(&file) {
+                return Some(file);
+            }
+        }
+    }
+    Some(format!("{folder}/src/lib.rs"))
+}
+
 /// Runs `git` in `dir`; its standard output, or a message with its standard error.
 ///
 /// # Errors
@@ -198,6 +225,35 @@ mod tests {
             "table! {\n    #[cfg(test)]\n    static T = 1;\n}\nfn a() { old() }\n\
              #[cfg(test)]\npub(crate) fn helper() {}\n#[cfg(test)]\nmod tests { fn t_new() {} }\n"
         );
+    }
+
+    #[test]
+    fn a_unit_test_is_found_in_its_module_file() {
+        let files = [
+            "http/src/request.rs",
+            "net/src/dns/wire.rs",
+            "net/src/dns/mod.rs",
+            "server/src/lib.rs",
+        ];
+        let exists = |f: &str| files.contains(&f);
+        let file = |krate, test| unit_test_file(krate, test, exists);
+        assert_eq!(
+            file("keel-http", "lib::request::tests::x").as_deref(),
+            Some("http/src/request.rs")
+        );
+        assert_eq!(
+            file("keel-net", "lib::dns::wire::tests::x").as_deref(),
+            Some("net/src/dns/wire.rs")
+        );
+        assert_eq!(
+            file("keel-net", "lib::dns::tests::x").as_deref(),
+            Some("net/src/dns/mod.rs")
+        );
+        assert_eq!(
+            file("keel-server", "lib::tests::x").as_deref(),
+            Some("server/src/lib.rs")
+        );
+        assert_eq!(file("keel-server", "robustness::x"), None);
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //!
 //! For each fix (all, the ids given, or the newest N): on a scratch git worktree of
 //! HEAD, undo the fix with `git revert` (a three-way merge) and put back the tests as
-//! they are there (test files, the unit-test module at the bottom of a source file, and
-//! any example the fix added), build, and run the fix's tests. When later work keeps
+//! they are there (test files, the unit-test module of each source file whose unit
+//! tests the fix names, and any example the fix added), build, and run the fix's tests. When later work keeps
 //! the fix from undoing on HEAD, the same at the fix's commit, then if need be at the
 //! last commit after it before the first it no longer undoes on. CAUGHT when a test
 //! then fails, MISSED when they all pass (or when the fix cannot be undone or built:
@@ -135,7 +135,7 @@ fn check_commit(
             if at_fix.iter().all(|o| matches!(o, Outcome::Caught(_))) {
                 return at_fix;
             }
-            let base = last_clean_base(root, commit);
+            let base = last_clean_base(root, commit, group);
             if base == commit {
                 return at_fix;
             }
@@ -163,7 +163,7 @@ fn check_commit(
 /// The commit, from `commit` on towards HEAD, that `commit` is the fix of and still
 /// undoes cleanly on just before the first one it does not: found by trying the undo
 /// (git only, no build) on each commit after it in turn.
-fn last_clean_base(root: &Path, commit: &str) -> String {
+fn last_clean_base(root: &Path, commit: &str, group: &[&Fix]) -> String {
     let after = git(
         root,
         &[
@@ -177,12 +177,25 @@ fn last_clean_base(root: &Path, commit: &str) -> String {
     let commits: Vec<&str> = after.lines().collect();
     let undoes_on = |base: &str| {
         in_worktree(root, base, "base", |scratch| {
-            undo_fix(root, scratch, base, commit)
+            undo_fix(root, scratch, base, commit, &unit_test_files(root, group))
         })
         .is_ok()
     };
     ledger::last_before_first_failure(&commits, undoes_on)
         .map_or_else(|| commit.to_string(), str::to_string)
+}
+
+/// The source files (relative to the repository) whose unit-test modules hold the
+/// tests `group` names, as the working tree at `root` has them.
+fn unit_test_files(root: &Path, group: &[&Fix]) -> Vec<String> {
+    group
+        .iter()
+        .flat_map(|fix| {
+            fix.tests
+                .iter()
+                .filter_map(|t| ledger::unit_test_file(&fix.krate, t, |f| root.join(f).is_file()))
+        })
+        .collect()
 }
 
 /// Undoes `commit` on a scratch worktree of `base` and runs each fix's tests there.
@@ -195,7 +208,7 @@ fn check_at(
     timeout: u64,
 ) -> Result<Vec<Outcome>, String> {
     in_worktree(root, base, "fix", |scratch| {
-        undo_fix(root, scratch, base, commit).map(|()| {
+        undo_fix(root, scratch, base, commit, &unit_test_files(root, group)).map(|()| {
             group
                 .iter()
                 .map(|fix| run_tests(scratch, target_dir, fix, timeout))
@@ -232,9 +245,18 @@ fn in_worktree<T>(
 
 /// Undoes `commit` on the worktree `dir` (checked out at `base`) with `git revert` (a
 /// three-way merge, so later changes nearby do not stop it), then puts back every test
-/// the commit touched as it is at `base`: test files whole, the unit-test module at the
-/// bottom of a source file, and any example the commit added.
-fn undo_fix(root: &Path, dir: &Path, base: &str, commit: &str) -> Result<(), String> {
+/// the commit touched as it is at `base`: test files whole, the unit-test module of
+/// each source file in `unit_test_files` (those holding the unit tests the entries
+/// name), and any example the commit added. The unit-test module of any other source
+/// file stays as the undo leaves it: the old tests of the old code, where HEAD's could
+/// use what the fix added.
+fn undo_fix(
+    root: &Path,
+    dir: &Path,
+    base: &str,
+    commit: &str,
+    unit_test_files: &[String],
+) -> Result<(), String> {
     if let Err(e) = git(dir, &["revert", "--no-commit", "--no-edit", commit]) {
         // Conflicts only in test files do not matter: every test goes back to its
         // `base` version below anyway.
@@ -272,7 +294,8 @@ fn undo_fix(root: &Path, dir: &Path, base: &str, commit: &str) -> Result<(), Str
             continue;
         }
         code_changed = true;
-        if let (true, Some(head)) = (file.ends_with(".rs"), at_head) {
+        let named = unit_test_files.iter().any(|f| f == file);
+        if let (true, Some(head)) = (file.ends_with(".rs") && named, at_head) {
             let path = dir.join(file);
             let Ok(reverted) = std::fs::read_to_string(&path) else {
                 continue; // the fix added the file: undone means gone
