@@ -2580,6 +2580,18 @@ X-C: \t \r\nX-D:\r\nX-E:\tx\r\n\r\n";
         }
     }
 
+    /// RFC 9110 §4.2.1: an http URI with an empty host is invalid, and `Host`
+    /// is the target URI's authority (§7.2), so a port without a host is 400;
+    /// only the empty value itself stands for an empty authority (RFC 9112 §3.2).
+    #[test]
+    fn rejects_a_host_value_with_a_port_but_no_host() {
+        for value in [":80", ":", ":0", ":8080808080808080"] {
+            let input = format!("GET / HTTP/1.1\r\nHost: {value}\r\n\r\n");
+            reject(input.as_bytes(), Error::InvalidHost);
+        }
+        accept(b"GET / HTTP/1.1\r\nHost: \r\n\r\n");
+    }
+
     /// Every form RFC 3986 §3.2.2 gives a host (IP-literal with IPv6 or
     /// IPvFuture, IPv4address, reg-name with percent-escapes and sub-delims),
     /// with and without a port (`*DIGIT`, so possibly empty).
