@@ -570,7 +570,7 @@ impl ByteClass for NotDigit {
 }
 
 /// `true` if `buf[start..end]` is a valid `Host` field value (see
-/// [`split_host_port`]). A value of at most sixteen letters, digits, `-`, `.`
+/// [`is_host_field_value`]). A value of at most sixteen letters, digits, `-`, `.`
 /// and `:` is checked as one block: only digits after the first colon (with
 /// those bytes, a reg-name or IPv4address and a port).
 #[inline(always)]
@@ -586,12 +586,22 @@ pub(crate) fn is_host_value(buf: &[u8], start: usize, end: usize) -> bool {
                 // digits, so a second colon is refused there too.
                 let first_colon = colons & colons.wrapping_neg();
                 let port = lanes & !(first_colon << 1).wrapping_sub(1);
-                return NotDigit::mask(block) & port == 0;
+                // A colon in the value's first lane: a port but no host.
+                let no_host = first_colon & (1 << (16 - len)) != 0;
+                return NotDigit::mask(block) & port == 0 && !no_host;
             }
         }
     }
-    buf.get(start..end)
-        .is_some_and(|value| split_host_port(value).is_some())
+    buf.get(start..end).is_some_and(is_host_field_value)
+}
+
+/// `true` if `value` is a valid `Host` field value: `uri-host [ ":" port ]`
+/// ([`split_host_port`]) with a host, or empty. A port without a host is
+/// invalid: RFC 9110 §4.2.1 rejects an http URI with an empty host, and the
+/// field is the target URI's authority (§7.2); only an empty value stands for
+/// an empty authority (RFC 9112 §3.2).
+pub(crate) fn is_host_field_value(value: &[u8]) -> bool {
+    matches!(split_host_port(value), Some((host, port)) if !host.is_empty() || port.is_none())
 }
 
 /// Splits `value` as `uri-host [ ":" port ]`
@@ -1144,7 +1154,7 @@ mod tests {
                             }
                             assert_eq!(
                                 is_host_value(&v, start, end),
-                                split_host_port(&v[start..end]).is_some(),
+                                is_host_field_value(&v[start..end]),
                                 "{start}..{end} of {v:?}"
                             );
                         }

@@ -13,7 +13,7 @@ use memchr::memchr;
 
 use crate::chars::{
     field_name_len, find_control_or_del, find_line_end, find_non_target, find_non_target_path,
-    is_host_value, is_ows, is_tchar, split_host_port, trim_ows,
+    is_host_field_value, is_host_value, is_ows, is_tchar, split_host_port, trim_ows,
 };
 use crate::error::Error;
 
@@ -1016,7 +1016,7 @@ impl RequestParser {
     #[inline(always)]
     fn note_field(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
         match name.len() {
-            4 if is_host(name) => self.note_host(split_host_port(value).is_some()),
+            4 if is_host(name) => self.note_host(is_host_field_value(value)),
             6 if is_name(name, b"expect") => {
                 if value.eq_ignore_ascii_case(b"100-continue") {
                     self.framing.expect_continue = true;
@@ -1034,7 +1034,7 @@ impl RequestParser {
     }
 
     /// Records a `Host` field line; `valid` says whether its value is
-    /// `uri-host [ ":" port ]` ([`split_host_port`]).
+    /// `uri-host [ ":" port ]` with a host, or empty ([`is_host_field_value`]).
     #[inline(always)]
     fn note_host(&mut self, valid: bool) -> Result<(), Error> {
         // RFC 9112 §3.2: 400 for more than one Host field line or an invalid
