@@ -650,7 +650,7 @@ impl Resolver {
                 Ok(msg) => msg,
                 // A truncated answer may be cut anywhere after its question (RFC 1035
                 // §4.2.1): its header and question are enough to ask again over TCP.
-                Err(_) if head.header.tc => head,
+                Err(_) if head.header.tc && matches => head,
                 // The server's own answer, broken (RFC 9267 §2): waiting longer brings
                 // nothing, so this try ends now, as in glibc, Go and dnspython.
                 Err(reason) if matches => return Err(Error::Malformed { server, reason }),
