@@ -193,3 +193,77 @@ fn requests_received_before_shutdown_are_answered() {
         assert!(!o.reset, "connection {i} ended with a reset: {o:?}");
     }
 }
+
+/// The grace an idle connection gets at a shutdown counts from when it became idle, not
+/// from the signal. A large response is still on its way at `SIGTERM` (its client does
+/// not read); the client reads it 700 ms after the signal, long after a grace counted
+/// from the signal would have passed, and sends its next request on the connection as
+/// soon as the body is complete: it has seen no sign of the close, since the response
+/// was made before the signal (without `Connection: close`). That request is answered,
+/// with `Connection: close`, and the connection then ends with an EOF, not a reset.
+/// Half-closing the connection as soon as its last response was written lost the
+/// request (an EOF in place of the response).
+#[test]
+fn a_request_right_after_a_response_finished_late_in_the_shutdown_is_answered() {
+    let mut server = start_example("mixed_bodies", 1, &[]);
+    let workers = server.workers();
+    let mut s = server.connect();
+    s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    const BIG: usize = 60_000_000;
+    send(
+        &mut s,
+        format!("GET /big?n={BIG} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    send_signal(server.pid(), 15);
+    std::thread::sleep(Duration::from_millis(700));
+    let mut buf = Vec::new();
+    let big = read_response(&mut s, &mut buf).expect("the response to /big");
+    assert_eq!(big.status, 200);
+    assert_eq!(big.body.len(), BIG);
+    assert_eq!(
+        big.header("connection"),
+        None,
+        "/big was answered before the signal, as a keep-alive response"
+    );
+    assert!(buf.is_empty(), "bytes after the /big response: {buf:?}");
+    // At once, as a keep-alive client does.
+    send(&mut s, REQUEST);
+    match read_one(&mut s, &mut buf) {
+        Ok(Read1::Response(close)) => {
+            assert!(
+                close,
+                "the answer during the shutdown says Connection: close"
+            )
+        }
+        Ok(Read1::Ended(reset)) => panic!(
+            "the request sent right after the /big body was lost: the connection ended \
+             by {} with no response",
+            if reset { "a reset" } else { "an EOF" }
+        ),
+        Err(e) => panic!("the request sent right after the /big body: {e}"),
+    }
+    // Nothing follows but an EOF.
+    let mut rest = Vec::new();
+    match s.read_to_end(&mut rest) {
+        Ok(_) => assert!(
+            rest.is_empty() && buf.is_empty(),
+            "bytes after Connection: close: {rest:?}"
+        ),
+        Err(e) => panic!("after Connection: close, {e} rather than an EOF"),
+    }
+    drop(s);
+    // With its last connection gone, the server exits well before its deadline.
+    let began = Instant::now();
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(
+            began.elapsed() < Duration::from_secs(3),
+            "the server still runs 3 s after its last connection closed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for w in workers {
+        assert!(!is_alive(w), "worker {w} still running");
+    }
+}
