@@ -49,11 +49,32 @@ const MAX_IDLE_OUTPUT: usize = 64 * 1024;
 /// How long a closing connection keeps reading (and discarding) before it is dropped, so
 /// that unread bytes do not turn the close into a reset that destroys the last response.
 const LINGER: Duration = Duration::from_secs(2);
-/// At a graceful shutdown, how long an idle keep-alive connection that was busy just
-/// before stays open for the next request its client may be sending already (it has
-/// not seen the close yet): that request is answered with `Connection: close`. A
-/// connection idle for longer is half-closed at once (see [`Worker::begin_shutdown`]).
+/// During a graceful shutdown, how long a keep-alive connection stays open after it
+/// became idle (its last response written), for the next request its client may be
+/// sending already (it has not seen the close yet): that request is answered with
+/// `Connection: close`. Counted from when the connection became idle, not from the
+/// signal: a response that finishes late in the shutdown is followed by its client's
+/// next request just the same. A connection idle for longer than this at the signal is
+/// half-closed at once (see [`Worker::begin_shutdown`] and [`IdleGrace`]).
 const SHUTDOWN_IDLE_GRACE: Duration = Duration::from_millis(250);
+
+/// The grace of idle connections during a graceful shutdown (see
+/// [`SHUTDOWN_IDLE_GRACE`]).
+#[derive(Clone, Copy, Debug)]
+struct IdleGrace {
+    /// Its length: [`SHUTDOWN_IDLE_GRACE`], at most half the shutdown timeout.
+    len: Millis,
+    /// No grace runs past this time, so that a connection half-closed at the end of
+    /// its grace has time to linger before the shutdown deadline.
+    latest: Millis,
+}
+
+impl IdleGrace {
+    /// When the grace of a connection idle since `since` ends.
+    fn end(self, since: Millis) -> Millis {
+        since.saturating_add(self.len).min(self.latest)
+    }
+}
 
 struct Conn {
     fd: OwnedFd,
@@ -384,10 +405,10 @@ pub(crate) struct Worker<'t, H> {
     response_cache: ResponseCache,
     date: Prefix,
     shutdown_deadline: Option<Millis>,
-    /// Shutting down, idle connections stay open until then for a request on its way
-    /// (see [`SHUTDOWN_IDLE_GRACE`]); `None` before the shutdown and once it passed.
-    /// Never after `shutdown_deadline`.
-    idle_grace_until: Option<Millis>,
+    /// Shutting down, a connection that became idle stays open for a while for a
+    /// request on its way (see [`SHUTDOWN_IDLE_GRACE`]): the deadline it files then is
+    /// the end of its grace. `Some` exactly when `shutdown_deadline` is.
+    idle_grace: Option<IdleGrace>,
     /// Accepting is paused (the listener is out of epoll) until then, after an accept
     /// error that may come back on every try (the process ran out of file descriptors,
     /// for one).
@@ -725,7 +746,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             response_cache: ResponseCache::default(),
             date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
-            idle_grace_until: None,
+            idle_grace: None,
             accept_paused_until: None,
             accept_error: None,
             wheel: Wheel::new(),
@@ -857,8 +878,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         let now = self.now;
         let mut t: Millis = 1000;
         for d in [
-            // The grace, while it runs, ends before the shutdown deadline.
-            self.idle_grace_until.or(self.shutdown_deadline),
+            self.shutdown_deadline,
             self.accept_paused_until,
             self.wheel.next_due(now + t),
         ]
@@ -880,9 +900,6 @@ impl<'t, H: Handler> Worker<'t, H> {
                     }
                 }
                 return;
-            }
-            if self.idle_grace_until.is_some_and(|g| now >= g) {
-                self.end_idle_grace();
             }
         }
         if self.accept_paused_until.is_some_and(|t| now >= t) {
@@ -921,18 +938,26 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// Files connection `i`'s deadline for what it is doing now: writing (no progress
     /// for `write_timeout`), receiving a head (`header_read_timeout` from its first
     /// byte, however slowly the rest arrives), receiving a body (`body_read_timeout`
-    /// without a byte), lingering, or idle between requests (`keep_alive_timeout`).
+    /// without a byte), lingering, or idle between requests (`keep_alive_timeout`;
+    /// shutting down, the end of its grace if sooner: see [`IdleGrace`]).
     fn arm(&mut self, i: usize) {
         let Some(c) = self.conns[i].as_mut() else {
             return;
         };
         c.deadline = deadline_for(c, &self.timeouts);
+        if let Some(grace) = self.idle_grace {
+            if c.linger_deadline.is_none() && c.is_idle() {
+                c.deadline = c.deadline.min(grace.end(c.idle_since));
+            }
+        }
         // Lazy: a live entry at or before the deadline will look again when it is due.
         c.file_deadline(&mut self.wheel, i, self.generations[i]);
     }
 
     /// Connection `i`'s deadline passed: a request begun gets 408 (RFC 9110 §15.5.9) and
-    /// a lingering close; an idle, lingering or stuck-writing connection is dropped.
+    /// a lingering close; an idle, lingering or stuck-writing connection is dropped,
+    /// except an idle one while shutting down, whose grace ended: it is half-closed and
+    /// lingers (see [`Worker::end_idle_grace`]).
     fn time_out(&mut self, i: usize) {
         let Some(c) = self.conns[i].as_mut() else {
             return;
@@ -964,6 +989,12 @@ impl<'t, H: Handler> Worker<'t, H> {
             fail(c, &self.date, StatusCode::REQUEST_TIMEOUT);
             self.flush(i);
             self.arm(i);
+        } else if self.idle_grace.is_some()
+            && c.linger_deadline.is_none()
+            && c.unsent() == 0
+            && !receiving
+        {
+            self.end_idle_grace(i);
         } else {
             self.drop_conn(i);
         }
@@ -1028,6 +1059,8 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// (which could destroy the last response still on its way to the client): at once
     /// when it has been idle for [`SHUTDOWN_IDLE_GRACE`], else at the end of that grace,
     /// as its client, which has not seen the close, may be sending a request right now.
+    /// A connection that becomes idle later in the shutdown gets the same grace, from
+    /// then (see [`Worker::arm`], [`Worker::end_idle_grace`]).
     fn begin_shutdown(&mut self) {
         if self.shutdown_deadline.is_some() {
             return;
@@ -1039,8 +1072,13 @@ impl<'t, H: Handler> Worker<'t, H> {
                 .saturating_add(self.clock_slack),
         );
         // Within the shutdown timeout, leaving time to linger.
-        let grace = millis(SHUTDOWN_IDLE_GRACE).min(timeout / 2);
-        self.idle_grace_until = Some(self.now.saturating_add(grace));
+        let grace = IdleGrace {
+            len: millis(SHUTDOWN_IDLE_GRACE).min(timeout / 2),
+            latest: self
+                .now
+                .saturating_add(timeout - LINGER_MS.min(timeout / 2)),
+        };
+        self.idle_grace = Some(grace);
         if let Some(l) = self.listener.take() {
             let _ = self.epoll.delete(&l);
         }
@@ -1053,12 +1091,15 @@ impl<'t, H: Handler> Worker<'t, H> {
                 if c.has_unread_input() {
                     // Processed as usual; it closes once what it read is answered.
                     self.on_readable(i);
-                } else if self.now.saturating_sub(c.idle_since) >= grace {
+                } else if self.now >= grace.end(c.idle_since) {
                     self.start_linger(i);
                     self.arm(i);
+                } else {
+                    // Busy just before: half-closed at the end of its grace
+                    // (`end_idle_grace`, when the deadline filed here comes due)
+                    // unless a request comes first.
+                    self.arm(i);
                 }
-                // Else busy just before: closed at the end of the grace
-                // (`end_idle_grace`) unless a request comes first.
             } else {
                 // A waiting stream hears of the shutdown (StreamContext::shutting_down).
                 self.resume_stream(i);
@@ -1066,25 +1107,21 @@ impl<'t, H: Handler> Worker<'t, H> {
         }
     }
 
-    /// The shutdown's grace for idle connections ended: half-closes every connection
-    /// that has answered everything it read and has nothing to send, unless input
-    /// waits in the kernel (it is read next and answered, then the connection closes).
+    /// Shutting down, the grace of idle connection `i` ended (or its keep-alive timeout
+    /// came first): it is half-closed and lingers, unless input waits in the kernel,
+    /// which is read now and answered (a complete request with `Connection: close`,
+    /// then the connection closes).
     #[cold]
     #[inline(never)]
-    fn end_idle_grace(&mut self) {
-        self.idle_grace_until = None;
-        for i in 0..self.conns.len() {
-            let Some(c) = self.conns[i].as_ref() else {
-                continue;
-            };
-            if c.is_idle()
-                && c.linger_deadline.is_none()
-                && (c.closing || c.peer_eof || !c.has_unread_input())
-            {
-                self.start_linger(i);
-                self.arm(i);
-            }
+    fn end_idle_grace(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_ref() else {
+            return;
+        };
+        if !c.closing && !c.peer_eof && c.has_unread_input() {
+            return self.on_readable(i);
         }
+        self.start_linger(i);
+        self.arm(i);
     }
 
     fn accept_all(&mut self) {
@@ -1472,17 +1509,18 @@ impl<'t, H: Handler> Worker<'t, H> {
             if c.abort {
                 return self.drop_conn(i);
             }
-            // Shutting down: a connection whose last response just went out closes now,
-            // not at the shutdown deadline, unless its client's next request may come:
-            // during the shutdown's grace for idle connections, or when it has already
-            // arrived. Then it stays readable, and that request is answered (with
-            // `Connection: close`) first.
+            // Shutting down: a connection whose last response just went out closes
+            // soon, not at the shutdown deadline; now, unless its client's next request
+            // may come: within its grace, which begins now (`arm` files its end as the
+            // deadline, see `IdleGrace`), or when it has already arrived. Then it stays
+            // readable, and that request is answered (with `Connection: close`) first.
             if c.closing
                 || (self.shutdown_deadline.is_some()
                     && c.start == c.input.len()
                     && (c.peer_eof
                         || c.linger_deadline.is_some()
-                        || (self.idle_grace_until.is_none() && !c.has_unread_input())))
+                        || (self.idle_grace.is_some_and(|g| g.end(self.now) <= self.now)
+                            && !c.has_unread_input())))
             {
                 return self.start_linger(i);
             }
