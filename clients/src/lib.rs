@@ -1,5 +1,31 @@
-//! keel-clients: protocol clients (PostgreSQL, Redis, HTTP, OpenAI/Anthropic).
+//! keel-clients: protocol clients, each an I/O-free core driven by thin blocking
+//! drivers. Today: an HTTP/1.1 and HTTPS client ([`http`], feature `http`, on by
+//! default) and the transport every client shares ([`transport`], feature
+//! `transport`): connect by host name with Happy Eyeballs, optional TLS, one deadline.
 //!
-//! **Not implemented yet.** This crate is an empty placeholder in the workspace so the
-//! layering (see the README: `clients` drives the I/O-free cores over `net`
-//! and `linux`) is visible from the start; it exports nothing and does nothing.
+//! The HTTP driver never parses HTTP itself: it drives
+//! [`keel_http::ClientConnection`], which makes every framing decision, over a
+//! [`transport::Stream`]. PostgreSQL, Redis and LLM API clients are planned, not
+//! written; `DESIGN.md` in this crate says what exists and what is still to come.
+//!
+//! ```text
+//!   http::Client ──► transport::connect ──► keel_net (DNS, Happy Eyeballs, TCP)
+//!        │                         └──────► keel_tls::TlsStream (SNI, ALPN, verify)
+//!        └──────► keel_http::ClientConnection (bytes in, events out; no I/O)
+//! ```
+//!
+//! Errors: one enum, [`Error`], whose variants name the [`Phase`] and what went wrong.
+//!
+//! With `--no-default-features` the crate is empty.
+#![doc(test(attr(deny(warnings))))]
+#![warn(missing_docs)]
+
+#[cfg(feature = "transport")]
+mod error;
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "transport")]
+pub mod transport;
+
+#[cfg(feature = "transport")]
+pub use error::{Error, Phase};

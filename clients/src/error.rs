@@ -1,0 +1,220 @@
+//! The crate's one error type: what went wrong, and in which phase.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// The step of a request (or of reaching a server) that an error happened in.
+///
+/// The steps run in this order; [`Error::TimedOut`] and the transport variants say which
+/// one they interrupted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Looking the host name up (hosts file, cache, DNS).
+    Resolve,
+    /// Opening the TCP connection (RFC 8305 Happy Eyeballs attempts).
+    Connect,
+    /// The TLS handshake, certificate verification included (RFC 8446 §4).
+    TlsHandshake,
+    /// Writing the request head and body (RFC 9112 §3, §6).
+    SendRequest,
+    /// Reading the response head, interim responses included (RFC 9112 §4, §5).
+    ReceiveHead,
+    /// Reading the response body (RFC 9112 §6).
+    ReceiveBody,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Resolve => "resolving the host",
+            Phase::Connect => "connecting",
+            Phase::TlsHandshake => "the tls handshake",
+            Phase::SendRequest => "sending the request",
+            Phase::ReceiveHead => "receiving the response head",
+            Phase::ReceiveBody => "receiving the response body",
+        })
+    }
+}
+
+/// Everything that can go wrong in keel-clients.
+///
+/// Grouped by who is at fault: the caller (a bad URL or header, a body reader that
+/// failed), the local system (configuration files), then the network and the server.
+/// Wrapped causes are reachable through [`std::error::Error::source`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---- the caller's input -----------------------------------------------------------
+    /// The URL could not be used: not `http` or `https`, no host, a bad port, a byte
+    /// RFC 3986 does not allow (§3).
+    #[error("invalid url {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The request cannot be sent as asked: the method is not a token (RFC 9110 §9.1),
+    /// a field name or value is invalid (§5.1, §5.5), or a field that the client writes
+    /// itself (`Host`, `Content-Length`, `Transfer-Encoding`) was given.
+    #[error("invalid request: {reason}")]
+    InvalidRequest {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A request body reader with a declared length gave a different number of bytes
+    /// (RFC 9110 §8.6: the `Content-Length` already sent would be a lie).
+    #[error("request body reader gave {actual} bytes, {expected} were declared")]
+    RequestBodyLength {
+        /// The declared length in bytes.
+        expected: u64,
+        /// The bytes the reader gave (at most `expected + 1`: reading stops there).
+        actual: u64,
+    },
+    /// The caller's request body reader failed.
+    #[error("reading the request body: {0}")]
+    RequestBodyRead(#[source] io::Error),
+
+    // ---- building a client ------------------------------------------------------------
+    /// The CA file given to the client could not be read.
+    #[error("reading ca file {path:?}: {source}")]
+    ReadCaFile {
+        /// The path as given.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The TLS configuration was refused: no certificate in the CA file, no system
+    /// store, or OpenSSL refused a parameter.
+    #[error("tls configuration: {0}")]
+    TlsConfig(#[source] keel_tls::Error),
+    /// The system resolver configuration (`/etc/resolv.conf`, `/etc/hosts`) could not be
+    /// read.
+    #[error("resolver configuration: {0}")]
+    Resolver(#[source] keel_net::Error),
+
+    // ---- the network and the server ---------------------------------------------------
+    /// The host name could not be resolved to an address (NXDOMAIN, no address, no
+    /// answer from any server; RFC 1035).
+    #[error("resolving {host}: {source}")]
+    Resolve {
+        /// The host as given.
+        host: String,
+        /// The resolver's error.
+        #[source]
+        source: keel_net::Error,
+    },
+    /// Every connection attempt to the host's addresses failed (RFC 8305 §5); the cause
+    /// lists each attempt.
+    #[error("connecting to {host} port {port}: {source}")]
+    Connect {
+        /// The host as given.
+        host: String,
+        /// The port.
+        port: u16,
+        /// keel-net's error, usually `AllAttemptsFailed` with every attempt.
+        #[source]
+        source: keel_net::Error,
+    },
+    /// The TLS handshake with the server failed: its certificate did not verify for
+    /// `host` (unknown issuer, name mismatch, expired, ...), an alert, no common
+    /// protocol version or ALPN protocol (RFC 8446 §4, RFC 5280 §6, RFC 6125 §6).
+    #[error("tls handshake with {host}: {source}")]
+    TlsHandshake {
+        /// The server name verified and sent as SNI.
+        host: String,
+        /// keel-tls's error.
+        #[source]
+        source: keel_tls::Error,
+    },
+    /// A deadline passed: the connect timeout (resolve, connect, handshake), the
+    /// read-idle timeout (no byte for that long) or the total timeout.
+    #[error("timed out {phase}")]
+    TimedOut {
+        /// The step that was waiting.
+        phase: Phase,
+    },
+    /// A socket operation failed after the connection was made (`ECONNRESET`, `EPIPE`,
+    /// ...).
+    #[error("{phase}: {source}")]
+    Net {
+        /// The step.
+        phase: Phase,
+        /// keel-net's error, naming the operation.
+        #[source]
+        source: keel_net::Error,
+    },
+    /// The TLS layer failed after the handshake: a bad record, an alert, or the
+    /// transport ending without `close_notify` (RFC 8446 §6.1), which would make a
+    /// close-delimited body look complete when it may be truncated.
+    #[error("{phase}: tls: {source}")]
+    Tls {
+        /// The step.
+        phase: Phase,
+        /// keel-tls's error.
+        #[source]
+        source: keel_tls::Error,
+    },
+    /// The server's bytes break HTTP/1.1: a malformed status-line or field line, a head
+    /// over the limits, invalid framing, a chunked body without its last chunk, or a
+    /// connection closed before the message was complete (RFC 9112 §4–§8).
+    #[cfg(feature = "http")]
+    #[error("{phase}: {source}")]
+    Http {
+        /// The step.
+        phase: Phase,
+        /// keel-http's error (`status_hint` says how a proxy would answer).
+        #[source]
+        source: keel_http::Error,
+    },
+    /// The server switched protocols (101, RFC 9110 §15.2.2) or opened a tunnel (2xx to
+    /// CONNECT, §9.3.6); this client does not hand connections over yet.
+    #[cfg(feature = "http")]
+    #[error("server answered {status}: upgrades and tunnels are not supported")]
+    UnexpectedUpgrade {
+        /// The status-code.
+        status: u16,
+    },
+    /// A body collected with `bytes()` or `text()` was larger than the client's limit.
+    #[cfg(feature = "http")]
+    #[error("response body larger than {limit} bytes")]
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+}
+
+impl Error {
+    /// Whether this is a [`Error::TimedOut`].
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::TimedOut { .. })
+    }
+
+    /// The error as an [`io::Error`] for a `Read` implementation: `TimedOut` for
+    /// timeouts, `UnexpectedEof` for a truncated message, `InvalidData` for other
+    /// server faults, `Other` otherwise. The `clients::Error` stays inside, reachable
+    /// with `get_ref()` and `downcast_ref::<Error>()`.
+    #[cfg(feature = "http")]
+    pub(crate) fn into_io(self) -> io::Error {
+        let kind = match &self {
+            Error::TimedOut { .. } => io::ErrorKind::TimedOut,
+            Error::Http {
+                source: keel_http::Error::IncompleteMessage,
+                ..
+            }
+            | Error::Tls {
+                source: keel_tls::Error::UnexpectedEof,
+                ..
+            } => io::ErrorKind::UnexpectedEof,
+            Error::Http { .. } | Error::Tls { .. } | Error::BodyTooLarge { .. } => {
+                io::ErrorKind::InvalidData
+            }
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, self)
+    }
+}

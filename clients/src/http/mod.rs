@@ -1,0 +1,1057 @@
+//! A blocking HTTP/1.1 and HTTPS client: a thin driver over
+//! [`keel_http::ClientConnection`]
+//! ([RFC 9110](https://www.rfc-editor.org/rfc/rfc9110),
+//! [RFC 9112](https://www.rfc-editor.org/rfc/rfc9112)).
+//!
+//! The driver owns the socket, the receive buffer and the deadlines, and only moves
+//! bytes: every framing decision (Content-Length, chunked, close-delimited, HEAD, 1xx,
+//! 204/304, whether the connection persists) is made by `ClientConnection`.
+//!
+//! ```text
+//!  Client::request(method, url) ─► RequestBuilder ─► send()
+//!    connection: an idle one for the origin (checked for EOF), else transport::connect
+//!    ClientConnection::send_request (+ write_chunk_header / finish_body) ─► socket
+//!    socket ─► ClientConnection::feed ─► Interim* , Head ─► Response
+//!  Response (impl Read): socket ─► feed ─► Body(range)* , End ─► connection back to idle
+//! ```
+//!
+//! One idle keep-alive connection is kept per origin (scheme, host, port); a response
+//! gives its connection back when its body has been read to the end. What is not here
+//! yet (redirects, proxies, content codings, a larger pool) is listed in the crate's
+//! `DESIGN.md`.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use keel_clients::http::Client;
+//! use std::time::Duration;
+//!
+//! let client = Client::builder().total_timeout(Duration::from_secs(30)).build()?;
+//! let response = client
+//!     .request("POST", "https://example.com/upload")
+//!     .header("Content-Type", "text/plain")
+//!     .body("hello")
+//!     .send()?;
+//! println!("{} {:?}", response.status(), response.header("content-type"));
+//! let text = response.text()?;
+//! # let _ = text;
+//! # Ok::<(), keel_clients::Error>(())
+//! ```
+
+mod url;
+
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use keel_http::{
+    is_valid_field_name, is_valid_field_value, ClientConnection, ClientEvent, ClientLimits,
+    FieldLine, RequestBody, RequestHead,
+};
+use keel_tls::ClientConfig;
+
+pub use keel_http::{StatusCode, Version};
+pub use url::{Scheme, Url};
+
+use crate::error::{Error, Phase};
+use crate::transport::{self, Resolver, Stream, TrustAnchors};
+
+/// Bytes read from the socket at a time, and the size of each request body chunk
+/// taken from a reader.
+const IO_CHUNK: usize = 16 * 1024;
+
+/// Request bodies up to this size are written together with the head.
+const COALESCE_BODY: usize = 64 * 1024;
+
+/// The ALPN protocol ID offered over TLS (RFC 7301 §6).
+const ALPN_HTTP11: &[u8] = b"http/1.1";
+
+/// Builds a [`Client`]. Defaults: a 30 s connect timeout, a 30 s read-idle timeout, no
+/// total timeout, the system trust store, a 64 MiB limit for [`Response::bytes`], and
+/// [`ClientLimits::default`] for response heads and chunked bodies.
+#[derive(Clone, Debug)]
+pub struct ClientBuilder {
+    connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
+    total_timeout: Option<Duration>,
+    anchors: TrustAnchors,
+    max_body_size: u64,
+    limits: ClientLimits,
+}
+
+impl ClientBuilder {
+    /// Limits resolving, connecting and the TLS handshake together to `timeout`, from
+    /// the moment `send` needs a new connection. Passing it is
+    /// [`Error::TimedOut`] with [`Phase::Resolve`], [`Phase::Connect`] or
+    /// [`Phase::TlsHandshake`].
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Limits each wait for the socket once connected (one write of the request, one
+    /// read of the response) to `timeout`: the longest the server may stay silent.
+    /// Passing it is [`Error::TimedOut`] with [`Phase::SendRequest`],
+    /// [`Phase::ReceiveHead`] or [`Phase::ReceiveBody`].
+    #[must_use]
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = Some(timeout);
+        self
+    }
+
+    /// Limits a whole request, from `send` until the last byte of the response body is
+    /// read, to `timeout`; the connect and read timeouts still apply inside it. Passing
+    /// it is [`Error::TimedOut`] naming the phase it interrupted.
+    #[must_use]
+    pub fn total_timeout(mut self, timeout: Duration) -> Self {
+        self.total_timeout = Some(timeout);
+        self
+    }
+
+    /// Trusts only the certificates in the PEM file at `path` for `https` URLs, instead
+    /// of the system store (RFC 5280 §6.1.1 (d)). The file is read by
+    /// [`build`](Self::build).
+    #[must_use]
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.anchors = TrustAnchors::CaFile(path.into());
+        self
+    }
+
+    /// The most bytes of content [`Response::bytes`] and [`Response::text`] collect
+    /// (default 64 MiB); more is [`Error::BodyTooLarge`]. Reading the [`Response`]
+    /// as a stream has no such limit.
+    #[must_use]
+    pub fn max_body_size(mut self, bytes: u64) -> Self {
+        self.max_body_size = bytes;
+        self
+    }
+
+    /// The limits of `ClientConnection`: sizes of the status-line and field section and
+    /// number of field lines of each response head, and of chunk extensions and
+    /// trailers of chunked bodies (RFC 9112 §4, §5, §7.1). Going over one is
+    /// [`Error::Http`].
+    #[must_use]
+    pub fn limits(mut self, limits: ClientLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Builds the client: reads `/etc/resolv.conf` and `/etc/hosts`, and the CA file if
+    /// one was given (the system store is located on the first `https` request).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Resolver`] when a resolver file exists but cannot be read;
+    /// [`Error::ReadCaFile`] or [`Error::TlsConfig`] for a CA file that cannot be read
+    /// or holds no certificate.
+    pub fn build(self) -> Result<Client, Error> {
+        let resolver = Resolver::from_system().map_err(Error::Resolver)?;
+        let tls = match &self.anchors {
+            TrustAnchors::CaFile(_) => Some(Arc::new(transport::tls_config(
+                &self.anchors,
+                &[ALPN_HTTP11],
+            )?)),
+            TrustAnchors::System => None,
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                resolver: Arc::new(resolver),
+                tls: Mutex::new(tls),
+                settings: self,
+                idle: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// A blocking HTTP/1.1 client for `http` and `https` URLs. Cheap to clone (clones
+/// share the resolver, the TLS configuration and the idle connections) and usable
+/// from several threads.
+///
+/// Keeps at most one idle connection per origin (scheme, host, port) for reuse
+/// (RFC 9112 §9.3).
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    resolver: Arc<Resolver>,
+    /// Made on the first `https` request when the system store is used.
+    tls: Mutex<Option<Arc<ClientConfig>>>,
+    settings: ClientBuilder,
+    idle: Mutex<HashMap<Origin, Connection>>,
+}
+
+/// Where a connection goes: the scheme, host and port of a URL (RFC 6454 §4).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Origin {
+    scheme: Scheme,
+    host: String,
+    port: u16,
+}
+
+/// One connection: the socket, its HTTP/1.1 machine, and the bytes received but not
+/// yet consumed by the machine.
+#[derive(Debug)]
+struct Connection {
+    stream: Stream,
+    machine: ClientConnection,
+    buf: Vec<u8>,
+    /// Requests sent on this connection so far.
+    requests: u32,
+}
+
+impl Client {
+    /// A builder with the defaults listed at [`ClientBuilder`].
+    #[must_use]
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder {
+            connect_timeout: Some(Duration::from_secs(30)),
+            read_timeout: Some(Duration::from_secs(30)),
+            total_timeout: None,
+            anchors: TrustAnchors::System,
+            max_body_size: 64 * 1024 * 1024,
+            limits: ClientLimits::default(),
+        }
+    }
+
+    /// A client with the defaults, as `Client::builder().build()`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ClientBuilder::build`].
+    pub fn new() -> Result<Client, Error> {
+        Client::builder().build()
+    }
+
+    /// Starts a request with `method` (a token such as `"GET"`, case-sensitive,
+    /// RFC 9110 §9.1) for `url` (an `http` or `https` URL, see [`Url::parse`]).
+    /// Nothing is checked or sent until [`RequestBuilder::send`].
+    #[must_use]
+    pub fn request(&self, method: &str, url: &str) -> RequestBuilder<'_> {
+        RequestBuilder {
+            client: self,
+            method: method.to_owned(),
+            url: url.to_owned(),
+            fields: Vec::new(),
+            body: Body::Empty,
+        }
+    }
+
+    /// `request("GET", url)` (RFC 9110 §9.3.1).
+    #[must_use]
+    pub fn get(&self, url: &str) -> RequestBuilder<'_> {
+        self.request("GET", url)
+    }
+
+    /// The TLS configuration, made on first use.
+    fn tls_config(&self) -> Result<Arc<ClientConfig>, Error> {
+        let mut tls = self
+            .inner
+            .tls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(config) = tls.as_ref() {
+            return Ok(Arc::clone(config));
+        }
+        let config = Arc::new(transport::tls_config(
+            &self.inner.settings.anchors,
+            &[ALPN_HTTP11],
+        )?);
+        *tls = Some(Arc::clone(&config));
+        Ok(config)
+    }
+
+    /// Takes the idle connection of `origin`, if it is still usable.
+    fn take_idle(&self, origin: &Origin) -> Option<Connection> {
+        let mut conn = self
+            .inner
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(origin)?;
+        conn.stream.is_reusable().then_some(conn)
+    }
+
+    fn connect(
+        &self,
+        origin: &Origin,
+        total_deadline: Option<Instant>,
+    ) -> Result<Connection, Error> {
+        let settings = &self.inner.settings;
+        let deadline = earliest(deadline_after(settings.connect_timeout), total_deadline);
+        let tls = match origin.scheme {
+            Scheme::Http => None,
+            Scheme::Https => Some(self.tls_config()?),
+        };
+        let stream = transport::connect(
+            &self.inner.resolver,
+            &origin.host,
+            origin.port,
+            tls.as_deref(),
+            deadline,
+        )?;
+        Ok(Connection {
+            stream,
+            machine: ClientConnection::new(settings.limits),
+            buf: Vec::new(),
+            requests: 0,
+        })
+    }
+}
+
+/// The body of a request being built.
+enum Body<'a> {
+    /// No body given.
+    Empty,
+    Bytes(Vec<u8>),
+    Reader {
+        reader: Box<dyn Read + 'a>,
+        len: Option<u64>,
+    },
+}
+
+/// A request being built: header fields and a body, then [`send`](Self::send).
+pub struct RequestBuilder<'a> {
+    client: &'a Client,
+    method: String,
+    url: String,
+    fields: Vec<(String, Vec<u8>)>,
+    body: Body<'a>,
+}
+
+impl std::fmt::Debug for RequestBuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestBuilder")
+            .field("method", &self.method)
+            .field("url", &self.url)
+            .field("fields", &self.fields)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RequestBuilder<'a> {
+    /// Adds a field line `name: value` to the request head, after `Host` and in the
+    /// order added (RFC 9110 §5, RFC 9112 §5). `name` is a token and `value` visible
+    /// ASCII, spaces, tabs and obs-text without leading or trailing whitespace; both are
+    /// checked by [`send`](Self::send). `Host`, `Content-Length` and
+    /// `Transfer-Encoding` come from the URL and the body and cannot be added. An
+    /// `Authorization` field added here wins over the URL's userinfo.
+    #[must_use]
+    pub fn header(mut self, name: &str, value: impl AsRef<[u8]>) -> Self {
+        self.fields.push((name.to_owned(), value.as_ref().to_vec()));
+        self
+    }
+
+    /// Sends `bytes` as the body, with `Content-Length` (RFC 9110 §8.6).
+    #[must_use]
+    pub fn body(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.body = Body::Bytes(bytes.into());
+        self
+    }
+
+    /// Sends what `reader` gives, until it returns 0, as a chunked body (RFC 9112
+    /// §7.1): for a body whose length is not known in advance. A request with such a
+    /// body is never retried, as the reader cannot be read twice.
+    #[must_use]
+    pub fn body_reader(mut self, reader: impl Read + 'a) -> Self {
+        self.body = Body::Reader {
+            reader: Box::new(reader),
+            len: None,
+        };
+        self
+    }
+
+    /// Sends exactly `len` bytes from `reader` as the body, with `Content-Length`
+    /// (RFC 9110 §8.6). A reader that gives fewer or more bytes fails the request with
+    /// [`Error::RequestBodyLength`] and closes the connection.
+    #[must_use]
+    pub fn body_reader_sized(mut self, reader: impl Read + 'a, len: u64) -> Self {
+        self.body = Body::Reader {
+            reader: Box::new(reader),
+            len: Some(len),
+        };
+        self
+    }
+
+    /// Sends the request and reads the response head; the body is left to read from
+    /// the [`Response`].
+    ///
+    /// Reuses the origin's idle connection when it is still open, else connects
+    /// ([`transport::connect`]). When a reused connection ends before any byte of a
+    /// response (the server closed it while idle, RFC 9112 §9.3.1), an idempotent
+    /// request (RFC 9110 §9.2.2) whose body can be sent again is retried once on a new
+    /// connection. Interim responses (1xx) are skipped (RFC 9110 §15.2).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] or [`Error::InvalidRequest`] before anything is sent;
+    /// the errors of [`transport::connect`]; [`Error::TimedOut`];
+    /// [`Error::Net`] or [`Error::Tls`] when the connection fails;
+    /// [`Error::RequestBodyRead`] or [`Error::RequestBodyLength`] for a body reader;
+    /// [`Error::Http`] when the response head is malformed, over the limits, or cut
+    /// short (`IncompleteMessage`); [`Error::UnexpectedUpgrade`] for a 101 response.
+    pub fn send(self) -> Result<Response, Error> {
+        let client = self.client;
+        let url = Url::parse(&self.url)?;
+        check_request(&self.method, &self.fields)?;
+        let mut fields = self.fields;
+        if let Some((user, password)) = url.credentials() {
+            if !fields
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+            {
+                fields.push((
+                    "Authorization".to_owned(),
+                    basic_credentials(user, password),
+                ));
+            }
+        }
+        let total_deadline = deadline_after(client.inner.settings.total_timeout);
+        let origin = Origin {
+            scheme: url.scheme(),
+            host: url.host().to_owned(),
+            port: url.port(),
+        };
+        let request = Request {
+            method: &self.method,
+            target: url.target(),
+            host: url.host_field(),
+            fields: &fields,
+        };
+        let mut body = self.body;
+        let replayable = !matches!(body, Body::Reader { .. });
+        if let Some(conn) = client.take_idle(&origin) {
+            match exchange(client, conn, &request, &mut body, total_deadline) {
+                Ok(head) => return Ok(head.into_response(client, origin, total_deadline)),
+                Err(failure) if failure.retryable && replayable && is_idempotent(&self.method) => {}
+                Err(failure) => return Err(failure.error),
+            }
+        }
+        let conn = client.connect(&origin, total_deadline)?;
+        match exchange(client, conn, &request, &mut body, total_deadline) {
+            Ok(head) => Ok(head.into_response(client, origin, total_deadline)),
+            Err(failure) => Err(failure.error),
+        }
+    }
+}
+
+/// What `send` writes, checked.
+struct Request<'r> {
+    method: &'r str,
+    target: &'r str,
+    host: String,
+    fields: &'r [(String, Vec<u8>)],
+}
+
+/// Why an exchange failed, and whether a new connection may try it again.
+struct Failure {
+    error: Error,
+    /// The connection was reused and ended before any response byte.
+    retryable: bool,
+}
+
+/// A response head received, with the connection its body comes on.
+struct Head {
+    conn: Connection,
+    status: StatusCode,
+    version: Version,
+    reason_phrase: Vec<u8>,
+    fields: Vec<HeaderField>,
+}
+
+impl Head {
+    fn into_response(
+        self,
+        client: &Client,
+        origin: Origin,
+        total_deadline: Option<Instant>,
+    ) -> Response {
+        Response {
+            status: self.status,
+            version: self.version,
+            reason_phrase: self.reason_phrase,
+            fields: self.fields,
+            body: BodyReader {
+                conn: Some(self.conn),
+                content: 0..0,
+                consumed: 0,
+                client: client.clone(),
+                origin,
+                read_timeout: client.inner.settings.read_timeout,
+                total_deadline,
+                failed: None,
+            },
+        }
+    }
+}
+
+/// Sends `request` on `conn` and reads the response head.
+fn exchange(
+    client: &Client,
+    mut conn: Connection,
+    request: &Request<'_>,
+    body: &mut Body<'_>,
+    total_deadline: Option<Instant>,
+) -> Result<Head, Failure> {
+    let reused = conn.requests > 0;
+    conn.requests = conn.requests.saturating_add(1);
+    let read_timeout = client.inner.settings.read_timeout;
+    let mut received_any = false;
+    let result = (|| {
+        send_request(&mut conn, request, body, read_timeout, total_deadline)?;
+        read_head(&mut conn, read_timeout, total_deadline, &mut received_any)
+    })();
+    match result {
+        Ok((status, version, reason_phrase, fields)) => Ok(Head {
+            conn,
+            status,
+            version,
+            reason_phrase,
+            fields,
+        }),
+        Err(error) => {
+            let retryable = reused
+                && !received_any
+                && matches!(
+                    error,
+                    Error::Net { .. } | Error::Tls { .. } | Error::Http { .. }
+                );
+            Err(Failure { error, retryable })
+        }
+    }
+}
+
+/// Writes the head and the body.
+fn send_request(
+    conn: &mut Connection,
+    request: &Request<'_>,
+    body: &mut Body<'_>,
+    read_timeout: Option<Duration>,
+    total_deadline: Option<Instant>,
+) -> Result<(), Error> {
+    let framing = match body {
+        Body::Empty if matches!(request.method, "POST" | "PUT" | "PATCH") => {
+            RequestBody::ContentLength(0)
+        }
+        Body::Empty => RequestBody::None,
+        Body::Bytes(bytes) => RequestBody::ContentLength(bytes.len() as u64),
+        Body::Reader { len: Some(n), .. } => RequestBody::ContentLength(*n),
+        Body::Reader { len: None, .. } => RequestBody::Chunked,
+    };
+    let fields: Vec<FieldLine<'_>> = request
+        .fields
+        .iter()
+        .map(|(name, value)| FieldLine {
+            name: name.as_bytes(),
+            value,
+        })
+        .collect();
+    let mut out = Vec::with_capacity(512);
+    conn.machine.send_request(
+        &RequestHead {
+            method: request.method.as_bytes(),
+            target: request.target.as_bytes(),
+            host: request.host.as_bytes(),
+            fields: &fields,
+            body: framing,
+        },
+        &mut out,
+    );
+    let phase = Phase::SendRequest;
+    let write = |conn: &mut Connection, data: &[u8]| {
+        let deadline = earliest(deadline_after(read_timeout), total_deadline);
+        conn.stream.write_all_before(data, deadline, phase)
+    };
+    match body {
+        Body::Empty => write(conn, &out),
+        Body::Bytes(bytes) if bytes.len() <= COALESCE_BODY => {
+            out.extend_from_slice(bytes);
+            write(conn, &out)
+        }
+        Body::Bytes(bytes) => {
+            write(conn, &out)?;
+            for chunk in bytes.chunks(IO_CHUNK) {
+                write(conn, chunk)?;
+            }
+            Ok(())
+        }
+        Body::Reader {
+            reader,
+            len: Some(expected),
+        } => {
+            write(conn, &out)?;
+            let expected = *expected;
+            let mut sent = 0u64;
+            let mut chunk = vec![0u8; IO_CHUNK];
+            loop {
+                // Ask for one byte past the declared length, to catch a longer reader.
+                let want = usize::try_from((expected - sent).saturating_add(1))
+                    .map_or(IO_CHUNK, |w| w.min(IO_CHUNK));
+                let n = read_body_chunk(reader, &mut chunk[..want])?;
+                if n == 0 || sent + n as u64 > expected {
+                    let actual = sent + n as u64;
+                    if actual == expected {
+                        return Ok(());
+                    }
+                    return Err(Error::RequestBodyLength { expected, actual });
+                }
+                write(conn, &chunk[..n])?;
+                sent += n as u64;
+            }
+        }
+        Body::Reader { reader, len: None } => {
+            write(conn, &out)?;
+            let mut chunk = vec![0u8; IO_CHUNK];
+            loop {
+                let n = read_body_chunk(reader, &mut chunk)?;
+                out.clear();
+                if n == 0 {
+                    conn.machine.finish_body(&mut out);
+                    return write(conn, &out);
+                }
+                conn.machine.write_chunk_header(n as u64, &mut out);
+                out.extend_from_slice(&chunk[..n]);
+                write(conn, &out)?;
+            }
+        }
+    }
+}
+
+/// One read from the caller's body reader, retrying on `Interrupted`.
+fn read_body_chunk(reader: &mut dyn Read, buf: &mut [u8]) -> Result<usize, Error> {
+    loop {
+        match reader.read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::RequestBodyRead(e)),
+        }
+    }
+}
+
+/// Reads until the final response head and copies it out.
+fn read_head(
+    conn: &mut Connection,
+    read_timeout: Option<Duration>,
+    total_deadline: Option<Instant>,
+    received_any: &mut bool,
+) -> Result<(StatusCode, Version, Vec<u8>, Vec<HeaderField>), Error> {
+    let phase = Phase::ReceiveHead;
+    loop {
+        let input = conn
+            .machine
+            .feed(&conn.buf)
+            .map_err(|source| Error::Http { phase, source })?;
+        match input.event {
+            ClientEvent::Interim => {
+                conn.buf.drain(..input.consumed);
+            }
+            ClientEvent::Head => {
+                let response = conn.machine.response(&conn.buf);
+                let head = (
+                    response.status(),
+                    response.version(),
+                    response.reason_phrase().to_vec(),
+                    response
+                        .fields()
+                        .map(|field| HeaderField {
+                            // A field name is a token (RFC 9110 §5.1), so ASCII.
+                            name: String::from_utf8_lossy(field.name).into_owned(),
+                            value: field.value.to_vec(),
+                        })
+                        .collect(),
+                );
+                conn.buf.drain(..input.consumed);
+                return Ok(head);
+            }
+            ClientEvent::Upgraded => {
+                let status = conn.machine.response(&conn.buf).status().as_u16();
+                return Err(Error::UnexpectedUpgrade { status });
+            }
+            ClientEvent::NeedMore => {
+                conn.buf.drain(..input.consumed);
+                let n = fill(conn, read_timeout, total_deadline, phase)?;
+                if n == 0 {
+                    let source = match conn.machine.handle_eof() {
+                        Err(e) => e,
+                        // The stream ended while a head was awaited: only an error can
+                        // come back, but never report success for it.
+                        Ok(_) => keel_http::Error::IncompleteMessage,
+                    };
+                    return Err(Error::Http { phase, source });
+                }
+                *received_any = true;
+            }
+            // While a request awaits its head, the machine reports only the events
+            // above (see `ClientEvent`); anything else is the same incomplete message.
+            ClientEvent::Body(_) | ClientEvent::End | ClientEvent::Closed => {
+                return Err(Error::Http {
+                    phase,
+                    source: keel_http::Error::IncompleteMessage,
+                });
+            }
+        }
+    }
+}
+
+/// Reads once from the socket onto the end of the connection's buffer; returns the
+/// number of bytes, 0 at the end of the stream.
+fn fill(
+    conn: &mut Connection,
+    read_timeout: Option<Duration>,
+    total_deadline: Option<Instant>,
+    phase: Phase,
+) -> Result<usize, Error> {
+    let deadline = earliest(deadline_after(read_timeout), total_deadline);
+    let start = conn.buf.len();
+    conn.buf.resize(start + IO_CHUNK, 0);
+    let result = conn
+        .stream
+        .read_before(&mut conn.buf[start..], deadline, phase);
+    conn.buf.truncate(start + *result.as_ref().unwrap_or(&0));
+    result
+}
+
+/// A field line of a response head, as received
+/// ([RFC 9112 §5](https://www.rfc-editor.org/rfc/rfc9112#section-5)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderField {
+    /// The field name with its case as received (compare it case-insensitively,
+    /// RFC 9110 §5.1).
+    pub name: String,
+    /// The field value without leading and trailing whitespace (RFC 9110 §5.5); may
+    /// hold obs-text bytes, so it is bytes, not a `str`.
+    pub value: Vec<u8>,
+}
+
+/// A response: the final head, and the body to read as a stream
+/// ([`Read`]) or whole ([`bytes`](Self::bytes), [`text`](Self::text))
+/// ([RFC 9112 §4–§6](https://www.rfc-editor.org/rfc/rfc9112#section-4)).
+///
+/// The body is the content with the chunked framing removed (RFC 9112 §7.1); other
+/// content codings (`gzip`, ...) are left as sent. Reading it to the end hands the
+/// connection back to the client for reuse when the response lets it persist;
+/// dropping the response earlier closes the connection.
+#[derive(Debug)]
+pub struct Response {
+    status: StatusCode,
+    version: Version,
+    reason_phrase: Vec<u8>,
+    fields: Vec<HeaderField>,
+    body: BodyReader,
+}
+
+impl Response {
+    /// The status-code of the final response (RFC 9110 §15), in `100..=599`.
+    #[must_use]
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The HTTP-version of the status-line (RFC 9112 §2.3).
+    #[must_use]
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The reason-phrase as received, possibly empty (RFC 9112 §4).
+    #[must_use]
+    pub fn reason_phrase(&self) -> &[u8] {
+        &self.reason_phrase
+    }
+
+    /// The field lines of the header section, in the order and case received
+    /// (RFC 9112 §5).
+    #[must_use]
+    pub fn headers(&self) -> &[HeaderField] {
+        &self.fields
+    }
+
+    /// The value of the first field named `name` (compared ASCII case-insensitively),
+    /// or `None` (RFC 9110 §5.1).
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|field| field.name.eq_ignore_ascii_case(name))
+            .map(|field| field.value.as_slice())
+    }
+
+    /// Reads the whole body into memory.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BodyTooLarge`] past [`ClientBuilder::max_body_size`]; otherwise as
+    /// reading the body: [`Error::Http`] for a body cut short (`IncompleteMessage`) or
+    /// badly framed (`InvalidChunkSize`, ...), [`Error::Tls`] for a TLS stream that ends
+    /// without `close_notify`, [`Error::TimedOut`], [`Error::Net`].
+    pub fn bytes(mut self) -> Result<Vec<u8>, Error> {
+        let limit = self.body.client.inner.settings.max_body_size;
+        let mut content = Vec::new();
+        let mut chunk = vec![0u8; IO_CHUNK];
+        loop {
+            let n = self.body.read_content(&mut chunk)?;
+            if n == 0 {
+                return Ok(content);
+            }
+            if content.len() as u64 + n as u64 > limit {
+                self.body.fail(Error::BodyTooLarge { limit });
+                return Err(Error::BodyTooLarge { limit });
+            }
+            content.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads the whole body and decodes it as UTF-8, replacing invalid sequences with
+    /// U+FFFD (the `charset` parameter of `Content-Type` is not consulted).
+    ///
+    /// # Errors
+    ///
+    /// As [`bytes`](Self::bytes).
+    pub fn text(self) -> Result<String, Error> {
+        let bytes = self.bytes()?;
+        Ok(match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
+    }
+}
+
+/// Reads the content of the body. Errors are [`io::Error`]s wrapping a
+/// [`clients::Error`](Error) (`get_ref()` then `downcast_ref::<Error>()`); after an
+/// error every later read fails too.
+impl Read for Response {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some((kind, message)) = &self.body.failed {
+            return Err(io::Error::new(*kind, message.clone()));
+        }
+        self.body.read_content(buf).map_err(|e| {
+            let e = e.into_io();
+            self.body.failed = Some((e.kind(), e.to_string()));
+            e
+        })
+    }
+}
+
+/// The body side of a response: the connection, and where its content is.
+#[derive(Debug)]
+struct BodyReader {
+    /// `None` once the body ended or failed.
+    conn: Option<Connection>,
+    /// Content in `conn.buf` not yet handed to the caller.
+    content: Range<usize>,
+    /// Bytes of `conn.buf` that the machine consumed, dropped once `content` is
+    /// handed out.
+    consumed: usize,
+    client: Client,
+    origin: Origin,
+    read_timeout: Option<Duration>,
+    total_deadline: Option<Instant>,
+    /// The first error, repeated by later reads.
+    failed: Option<(io::ErrorKind, String)>,
+}
+
+impl BodyReader {
+    fn read_content(&mut self, out: &mut [u8]) -> Result<usize, Error> {
+        let phase = Phase::ReceiveBody;
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return Ok(0);
+            };
+            if !self.content.is_empty() {
+                let n = self.content.len().min(out.len());
+                out[..n].copy_from_slice(&conn.buf[self.content.start..self.content.start + n]);
+                self.content.start += n;
+                return Ok(n);
+            }
+            conn.buf.drain(..self.consumed);
+            self.consumed = 0;
+            let input = match conn.machine.feed(&conn.buf) {
+                Ok(input) => input,
+                Err(source) => return Err(self.fail(Error::Http { phase, source })),
+            };
+            match input.event {
+                ClientEvent::Body(range) => {
+                    self.content = range;
+                    self.consumed = input.consumed;
+                }
+                ClientEvent::NeedMore => {
+                    conn.buf.drain(..input.consumed);
+                    match fill(conn, self.read_timeout, self.total_deadline, phase) {
+                        Ok(0) => match conn.machine.handle_eof() {
+                            Ok(_) => self.finish(),
+                            Err(source) => return Err(self.fail(Error::Http { phase, source })),
+                        },
+                        Ok(_) => {}
+                        Err(e) => return Err(self.fail(e)),
+                    }
+                }
+                ClientEvent::End | ClientEvent::Closed => {
+                    conn.buf.drain(..input.consumed);
+                    self.finish();
+                }
+                // Only before the final head; the machine is past it here.
+                ClientEvent::Interim | ClientEvent::Head | ClientEvent::Upgraded => {
+                    return Err(self.fail(Error::Http {
+                        phase,
+                        source: keel_http::Error::IncompleteMessage,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// The body ended: the connection goes back to the client if it can carry another
+    /// request and nothing unasked-for arrived after the response.
+    fn finish(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        if conn.machine.is_idle() && conn.buf.is_empty() {
+            self.client
+                .inner
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(self.origin.clone(), conn);
+        }
+    }
+
+    /// Closes the connection after an error, and returns the error.
+    fn fail(&mut self, error: Error) -> Error {
+        self.conn = None;
+        error
+    }
+}
+
+/// Checks the method and the caller's field lines before anything is sent.
+fn check_request(method: &str, fields: &[(String, Vec<u8>)]) -> Result<(), Error> {
+    let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if method.is_empty() || !method.bytes().all(is_tchar) {
+        return Err(Error::InvalidRequest {
+            reason: format!("method {method:?} is not a token (RFC 9110 §9.1)"),
+        });
+    }
+    for (name, value) in fields {
+        if !is_valid_field_name(name.as_bytes()) {
+            return Err(Error::InvalidRequest {
+                reason: format!("field name {name:?} is not a token (RFC 9110 §5.1)"),
+            });
+        }
+        if !is_valid_field_value(value) {
+            return Err(Error::InvalidRequest {
+                reason: format!(
+                    "value of field {name:?} has a control byte or surrounding whitespace \
+                     (RFC 9110 §5.5)"
+                ),
+            });
+        }
+        for framing in ["host", "content-length", "transfer-encoding"] {
+            if name.eq_ignore_ascii_case(framing) {
+                return Err(Error::InvalidRequest {
+                    reason: format!(
+                        "field {name:?} is written by the client from the url and the body"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `Basic` credentials: `base64(user-id ":" password)` (RFC 7617 §2).
+fn basic_credentials(user: &[u8], password: &[u8]) -> Vec<u8> {
+    let pair = [user, b":", password].concat();
+    let mut value = b"Basic ".to_vec();
+    value.extend_from_slice(
+        base64::engine::general_purpose::STANDARD
+            .encode(pair)
+            .as_bytes(),
+    );
+    value
+}
+
+/// Whether a request with `method` may be repeated (RFC 9110 §9.2.2).
+fn is_idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+    )
+}
+
+/// `now + timeout`, or `None` for no timeout (or one past any `Instant`).
+fn deadline_after(timeout: Option<Duration>) -> Option<Instant> {
+    timeout.and_then(|t| Instant::now().checked_add(t))
+}
+
+/// The earlier of two optional deadlines; a day from now when there is none, as the
+/// socket calls take an `Instant`.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Instant {
+    match (a, b) {
+        (Some(a), Some(b)) => a.min(b),
+        (Some(d), None) | (None, Some(d)) => d,
+        (None, None) => Instant::now() + Duration::from_secs(24 * 60 * 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials_follow_rfc_7617() {
+        // RFC 7617 §2's example.
+        assert_eq!(
+            basic_credentials(b"Aladdin", b"open sesame"),
+            b"Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        // §2.1: the user-id and password are octets, here UTF-8.
+        assert_eq!(
+            basic_credentials("test".as_bytes(), "123\u{a3}".as_bytes()),
+            b"Basic dGVzdDoxMjPCow=="
+        );
+    }
+
+    #[test]
+    fn requests_are_checked_before_sending() {
+        assert!(check_request("GET", &[("Accept".into(), b"*/*".to_vec())]).is_ok());
+        for (method, fields) in [
+            ("GE T", vec![]),
+            ("", vec![]),
+            ("GET", vec![("Bad Name".to_owned(), b"x".to_vec())]),
+            ("GET", vec![("X".to_owned(), b"a\r\nInjected: 1".to_vec())]),
+            ("GET", vec![("X".to_owned(), b" padded".to_vec())]),
+            ("GET", vec![("host".to_owned(), b"evil".to_vec())]),
+            ("POST", vec![("Content-Length".to_owned(), b"1".to_vec())]),
+            (
+                "POST",
+                vec![("transfer-encoding".to_owned(), b"chunked".to_vec())],
+            ),
+        ] {
+            assert!(
+                matches!(
+                    check_request(method, &fields),
+                    Err(Error::InvalidRequest { .. })
+                ),
+                "{method:?} {fields:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn idempotent_methods_are_those_of_rfc_9110() {
+        for m in ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"] {
+            assert!(is_idempotent(m), "{m}");
+        }
+        for m in ["POST", "PATCH", "CONNECT", "get"] {
+            assert!(!is_idempotent(m), "{m}");
+        }
+    }
+}

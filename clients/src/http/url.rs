@@ -1,0 +1,439 @@
+//! `http` and `https` URLs, as far as a client needs them to send a request
+//! ([RFC 3986 §3](https://www.rfc-editor.org/rfc/rfc3986#section-3),
+//! [RFC 9110 §4.2](https://www.rfc-editor.org/rfc/rfc9110#section-4.2)). No I/O.
+
+use std::net::Ipv6Addr;
+
+use crate::error::Error;
+
+/// The scheme of an HTTP URL
+/// ([RFC 9110 §4.2](https://www.rfc-editor.org/rfc/rfc9110#section-4.2)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// `http`: plain TCP, default port 80
+    /// ([§4.2.1](https://www.rfc-editor.org/rfc/rfc9110#section-4.2.1)).
+    Http,
+    /// `https`: TLS over TCP, default port 443
+    /// ([§4.2.2](https://www.rfc-editor.org/rfc/rfc9110#section-4.2.2)).
+    Https,
+}
+
+impl Scheme {
+    /// The default port: 80 for `http`, 443 for `https`.
+    #[must_use]
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
+/// An `http` or `https` URL split into what a request needs: where to connect, the
+/// request-target, the `Host` value and the credentials of the userinfo.
+///
+/// The fragment is dropped (it is never sent,
+/// [RFC 9110 §7.1](https://www.rfc-editor.org/rfc/rfc9110#section-7.1)); the userinfo is
+/// kept apart and never appears in [`target`](Self::target) or
+/// [`host_field`](Self::host_field).
+///
+/// # Examples
+///
+/// ```
+/// use keel_clients::http::{Scheme, Url};
+///
+/// let url = Url::parse("https://user:p%40ss@[::1]:8443/a/b?x=1#top")?;
+/// assert_eq!(url.scheme(), Scheme::Https);
+/// assert_eq!(url.host(), "::1");
+/// assert_eq!(url.port(), 8443);
+/// assert_eq!(url.target(), "/a/b?x=1");
+/// assert_eq!(url.host_field(), "[::1]:8443");
+/// assert_eq!(url.credentials(), Some((&b"user"[..], &b"p@ss"[..])));
+/// # Ok::<(), keel_clients::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Url {
+    scheme: Scheme,
+    /// A lowercased reg-name or IPv4 literal, or an IPv6 literal without brackets.
+    host: String,
+    is_ipv6: bool,
+    port: u16,
+    /// Path and query, `/` when the path is empty.
+    target: String,
+    /// Percent-decoded user and password.
+    credentials: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Url {
+    /// Parses an absolute `http` or `https` URL
+    /// ([RFC 3986 §3](https://www.rfc-editor.org/rfc/rfc3986#section-3)):
+    ///
+    /// ```text
+    /// URI       = scheme ":" "//" authority path-abempty [ "?" query ] [ "#" fragment ]
+    /// authority = [ userinfo "@" ] host [ ":" port ]
+    /// host      = IP-literal / IPv4address / reg-name
+    /// ```
+    ///
+    /// The scheme and a reg-name host are case-insensitive and lowercased. An empty or
+    /// missing port is the scheme's default. An empty path becomes `/` (RFC 9112
+    /// §3.2.1). Bytes outside what RFC 3986 allows in each part are refused, not
+    /// encoded: a space or a non-ASCII byte must be percent-encoded by the caller.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] naming the problem: another scheme, no `//`, an empty host,
+    /// a percent-encoded or non-ASCII host (IDNA is not supported), an invalid IPv6
+    /// literal (zone IDs and IPvFuture included), a port that is not a number up to
+    /// 65535, a byte not allowed in the userinfo, path or query, or a bad
+    /// percent-encoding (`%` not followed by two hex digits).
+    pub fn parse(input: &str) -> Result<Url, Error> {
+        let fail = |reason| Error::InvalidUrl {
+            url: input.to_owned(),
+            reason,
+        };
+        let (scheme, rest) = input.split_once(':').ok_or_else(|| fail("no scheme"))?;
+        let scheme = if scheme.eq_ignore_ascii_case("http") {
+            Scheme::Http
+        } else if scheme.eq_ignore_ascii_case("https") {
+            Scheme::Https
+        } else {
+            return Err(fail("scheme is not http or https"));
+        };
+        let rest = rest
+            .strip_prefix("//")
+            .ok_or_else(|| fail("no authority (expected scheme://host)"))?;
+        // The fragment is never sent.
+        let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, path_and_query) = rest.split_at(authority_end);
+
+        let (userinfo, host_port) = match authority.rfind('@') {
+            Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+            None => (None, authority),
+        };
+        let credentials = match userinfo {
+            None => None,
+            Some(userinfo) => {
+                if !userinfo
+                    .bytes()
+                    .all(|b| is_unreserved(b) || is_sub_delim(b) || b == b':' || b == b'%')
+                {
+                    return Err(fail("byte not allowed in userinfo"));
+                }
+                let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+                Some((
+                    percent_decode(user).ok_or_else(|| fail("bad percent-encoding in userinfo"))?,
+                    percent_decode(password)
+                        .ok_or_else(|| fail("bad percent-encoding in userinfo"))?,
+                ))
+            }
+        };
+
+        let (host, is_ipv6, port) = if let Some(literal) = host_port.strip_prefix('[') {
+            let (inside, after) = literal
+                .split_once(']')
+                .ok_or_else(|| fail("unclosed '[' in host"))?;
+            let ip: Ipv6Addr = inside
+                .parse()
+                .map_err(|_| fail("invalid IPv6 literal in host"))?;
+            let port = match after {
+                "" => None,
+                _ => Some(
+                    after
+                        .strip_prefix(':')
+                        .ok_or_else(|| fail("bytes after ']' that are not a port"))?,
+                ),
+            };
+            (ip.to_string(), true, port)
+        } else {
+            let (host, port) = match host_port.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (host_port, None),
+            };
+            if host.is_empty() {
+                return Err(fail("empty host"));
+            }
+            if host.contains('%') {
+                return Err(fail("percent-encoded host not supported"));
+            }
+            if !host.bytes().all(|b| is_unreserved(b) || is_sub_delim(b)) {
+                return Err(fail(
+                    "byte not allowed in host (non-ASCII names are not supported)",
+                ));
+            }
+            (host.to_ascii_lowercase(), false, port)
+        };
+        let port = match port {
+            None | Some("") => scheme.default_port(),
+            Some(digits) => {
+                if digits.len() > 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(fail("port is not a number from 0 to 65535"));
+                }
+                digits
+                    .parse::<u16>()
+                    .map_err(|_| fail("port is not a number from 0 to 65535"))?
+            }
+        };
+
+        check_path_and_query(path_and_query).map_err(fail)?;
+        let target = if path_and_query.starts_with('/') {
+            path_and_query.to_owned()
+        } else {
+            // Empty, or only a query: origin-form needs an absolute path.
+            format!("/{path_and_query}")
+        };
+
+        Ok(Url {
+            scheme,
+            host,
+            is_ipv6,
+            port,
+            target,
+            credentials,
+        })
+    }
+
+    /// The scheme.
+    #[must_use]
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The host to connect to and to verify the certificate for: a lowercased name, an
+    /// IPv4 literal, or an IPv6 literal without brackets (`"::1"`).
+    #[must_use]
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port: the URL's, or the scheme's default.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The request-target in origin-form: the path (at least `/`) and the query,
+    /// without the fragment ([RFC 9112 §3.2.1](https://www.rfc-editor.org/rfc/rfc9112#section-3.2.1)).
+    #[must_use]
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The `Host` field value: `uri-host [ ":" port ]`, the port only when it is not the
+    /// scheme's default, an IPv6 literal in brackets
+    /// ([RFC 9110 §7.2](https://www.rfc-editor.org/rfc/rfc9110#section-7.2)).
+    #[must_use]
+    pub fn host_field(&self) -> String {
+        let host = if self.is_ipv6 {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == self.scheme.default_port() {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+
+    /// The percent-decoded user and password of the userinfo (`b""` for a missing
+    /// password), or `None` without userinfo
+    /// ([RFC 3986 §3.2.1](https://www.rfc-editor.org/rfc/rfc3986#section-3.2.1)).
+    #[must_use]
+    pub fn credentials(&self) -> Option<(&[u8], &[u8])> {
+        self.credentials
+            .as_ref()
+            .map(|(user, password)| (user.as_slice(), password.as_slice()))
+    }
+}
+
+/// `unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"` (RFC 3986 §2.3).
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// `sub-delims = "!" / "$" / "&" / "'" / "(" / ")" / "*" / "+" / "," / ";" / "="`
+/// (RFC 3986 §2.2).
+fn is_sub_delim(b: u8) -> bool {
+    matches!(
+        b,
+        b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+    )
+}
+
+/// Checks `path-abempty [ "?" query ]`: `pchar = unreserved / pct-encoded / sub-delims
+/// / ":" / "@"`, plus `/` and `?` (RFC 3986 §3.3, §3.4).
+fn check_path_and_query(s: &str) -> Result<(), &'static str> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let valid = bytes
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit));
+            if !valid {
+                return Err("bad percent-encoding in path or query");
+            }
+            i += 3;
+            continue;
+        }
+        if !(is_unreserved(b) || is_sub_delim(b) || matches!(b, b':' | b'@' | b'/' | b'?')) {
+            return Err("byte not allowed in path or query (percent-encode it)");
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Decodes `%XX` escapes (RFC 3986 §2.1); `None` for a `%` not followed by two hex
+/// digits.
+fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            if !hex.bytes().all(|h| h.is_ascii_hexdigit()) {
+                return None;
+            }
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(input: &str) -> &'static str {
+        match Url::parse(input) {
+            Err(Error::InvalidUrl { reason, .. }) => reason,
+            other => panic!("{input:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_parts() {
+        let url = Url::parse("http://Example.COM").unwrap();
+        assert_eq!(
+            (url.scheme(), url.host(), url.port(), url.target()),
+            (Scheme::Http, "example.com", 80, "/")
+        );
+        assert_eq!(url.host_field(), "example.com");
+        assert_eq!(url.credentials(), None);
+
+        let url = Url::parse("HTTPS://example.com:/x?").unwrap();
+        assert_eq!((url.port(), url.target()), (443, "/x?"));
+        assert_eq!(url.host_field(), "example.com");
+
+        let url = Url::parse("https://example.com:8443?q=1#frag").unwrap();
+        assert_eq!((url.port(), url.target()), (8443, "/?q=1"));
+        assert_eq!(url.host_field(), "example.com:8443");
+
+        let url = Url::parse("http://127.0.0.1:80/a%20b/#x?y").unwrap();
+        assert_eq!((url.host(), url.target()), ("127.0.0.1", "/a%20b/"));
+        assert_eq!(url.host_field(), "127.0.0.1");
+    }
+
+    #[test]
+    fn ipv6_literals_keep_brackets_only_in_host_field() {
+        let url = Url::parse("http://[::1]:8080/").unwrap();
+        assert_eq!((url.host(), url.port()), ("::1", 8080));
+        assert_eq!(url.host_field(), "[::1]:8080");
+        let url = Url::parse("https://[2001:DB8::1]").unwrap();
+        assert_eq!(url.host(), "2001:db8::1");
+        assert_eq!(url.host_field(), "[2001:db8::1]");
+        assert_eq!(reason("http://[::1"), "unclosed '[' in host");
+        assert_eq!(
+            reason("http://[fe80::1%25eth0]/"),
+            "invalid IPv6 literal in host"
+        );
+        assert_eq!(reason("http://[v1.x]/"), "invalid IPv6 literal in host");
+        assert_eq!(
+            reason("http://[::1]x/"),
+            "bytes after ']' that are not a port"
+        );
+    }
+
+    #[test]
+    fn userinfo_is_decoded_and_kept_out_of_target_and_host() {
+        let url = Url::parse("http://Al%69ce:s%3Ae:c@h.test:81/p?a@b").unwrap();
+        assert_eq!(url.credentials(), Some((&b"Alice"[..], &b"s:e:c"[..])));
+        assert_eq!(url.host_field(), "h.test:81");
+        assert_eq!(url.target(), "/p?a@b");
+        let url = Url::parse("http://bob@h.test").unwrap();
+        assert_eq!(url.credentials(), Some((&b"bob"[..], &b""[..])));
+        // '@' must be percent-encoded in the userinfo (RFC 3986 §3.2.1).
+        assert_eq!(reason("http://a@b@h.test/"), "byte not allowed in userinfo");
+        let url = Url::parse("http://a%40b@h.test/").unwrap();
+        assert_eq!(url.credentials(), Some((&b"a@b"[..], &b""[..])));
+        assert_eq!(reason("http://a b@h/"), "byte not allowed in userinfo");
+        assert_eq!(reason("http://a%zz@h/"), "bad percent-encoding in userinfo");
+        assert_eq!(reason("http://a%4@h/"), "bad percent-encoding in userinfo");
+    }
+
+    #[test]
+    fn bad_urls_say_why() {
+        assert_eq!(reason("example.com"), "no scheme");
+        assert_eq!(reason("ftp://example.com/"), "scheme is not http or https");
+        assert_eq!(
+            reason("http:example.com"),
+            "no authority (expected scheme://host)"
+        );
+        assert_eq!(reason("http:///path"), "empty host");
+        assert_eq!(reason("http://:80/"), "empty host");
+        assert_eq!(
+            reason("http://h:65536/"),
+            "port is not a number from 0 to 65535"
+        );
+        assert_eq!(
+            reason("http://h:+1/"),
+            "port is not a number from 0 to 65535"
+        );
+        assert_eq!(
+            reason("http://h:000080/"),
+            "port is not a number from 0 to 65535"
+        );
+        assert_eq!(
+            reason("http://ex%41mple/"),
+            "percent-encoded host not supported"
+        );
+        assert_eq!(
+            reason("http://bücher.example/"),
+            "byte not allowed in host (non-ASCII names are not supported)"
+        );
+        assert_eq!(
+            reason("http://h/a b"),
+            "byte not allowed in path or query (percent-encode it)"
+        );
+        assert_eq!(
+            reason("http://h/\u{e9}"),
+            "byte not allowed in path or query (percent-encode it)"
+        );
+        assert_eq!(
+            reason("http://h/%4"),
+            "bad percent-encoding in path or query"
+        );
+        assert_eq!(
+            reason("http://h/%g0"),
+            "bad percent-encoding in path or query"
+        );
+    }
+
+    #[test]
+    fn percent_decode_handles_every_byte() {
+        assert_eq!(
+            percent_decode("%00%ff%41b"),
+            Some(vec![0, 0xff, b'A', b'b'])
+        );
+        assert_eq!(percent_decode("%"), None);
+        assert_eq!(percent_decode("%+1"), None);
+    }
+}
