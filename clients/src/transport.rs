@@ -39,6 +39,12 @@ use keel_net::TcpStream;
 use keel_tls::{Certificate, ClientConfig, ServerName, TlsStream};
 
 pub use keel_net::dns::Resolver;
+/// keel-net's error, the cause inside [`Error::Resolve`], [`Error::Connect`] and
+/// [`Error::Net`].
+pub use keel_net::Error as NetError;
+/// keel-tls's error, the cause inside [`Error::TlsHandshake`], [`Error::Tls`] and
+/// [`Error::TlsConfig`].
+pub use keel_tls::Error as TlsError;
 
 use crate::error::{Error, Phase};
 

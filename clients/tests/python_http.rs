@@ -1,4 +1,5 @@
 //! The HTTP client against Python's `http.server`, a server keel did not write:
+#![cfg(feature = "http")]
 //! `SimpleHTTPRequestHandler` (HTTP/1.0, static files) and a `BaseHTTPRequestHandler`
 //! script speaking HTTP/1.1 (keep-alive, each body framing, 1xx, HEAD, 204/304, request
 //! bodies with Content-Length and chunked).

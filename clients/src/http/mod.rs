@@ -49,12 +49,14 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use keel_http::{
-    is_valid_field_name, is_valid_field_value, ClientConnection, ClientEvent, ClientLimits,
-    FieldLine, RequestBody, RequestHead,
+    is_valid_field_name, is_valid_field_value, ClientConnection, ClientEvent, FieldLine,
+    RequestBody, RequestHead,
 };
 use keel_tls::ClientConfig;
 
-pub use keel_http::{StatusCode, Version};
+/// keel-http's error, the cause inside [`Error::Http`].
+pub use keel_http::Error as HttpError;
+pub use keel_http::{ClientLimits, ResponseLimits, StatusCode, Version};
 pub use url::{Scheme, Url};
 
 use crate::error::{Error, Phase};
