@@ -214,3 +214,38 @@ fn bad_ca_files_fail_at_build() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn silent_or_plain_http_server_fails_the_handshake() {
+    let pki = pki();
+    let client = Client::builder()
+        .ca_file(pki.0.join("ca.pem"))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    // Accepts, then says nothing: the connect timeout covers the handshake.
+    let (addr, server) = util::scripted(2, |i, mut stream| {
+        use std::io::{Read, Write};
+        let mut hello = [0u8; 5];
+        let _ = stream.read_exact(&mut hello);
+        if i == 1 {
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            return;
+        }
+        // Take everything the client sends until it gives up.
+        while matches!(stream.read(&mut [0u8; 512]), Ok(n) if n > 0) {}
+    });
+    let url = format!("https://localhost:{}/", addr.port());
+    match client.get(&url).send() {
+        Err(Error::TimedOut {
+            phase: Phase::TlsHandshake,
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Answers the ClientHello with plain HTTP.
+    match client.get(&url).send() {
+        Err(Error::TlsHandshake { host, .. }) => assert_eq!(host, "localhost"),
+        other => panic!("{other:?}"),
+    }
+    server.join().unwrap();
+}

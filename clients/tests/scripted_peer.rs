@@ -271,6 +271,25 @@ fn refused_connection_is_a_connect_error() {
 }
 
 #[test]
+fn name_that_cannot_be_looked_up_is_a_resolve_error() {
+    // A label over 63 octets (RFC 1035 §2.3.4): the resolver refuses it before any query.
+    let host = format!("{}.example", "a".repeat(64));
+    match client().get(&format!("http://{host}/")).send() {
+        Err(Error::Resolve { host: h, source }) => {
+            assert_eq!(h, host);
+            assert!(
+                matches!(
+                    source,
+                    keel_clients::transport::NetError::InvalidName { .. }
+                ),
+                "{source:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn ipv6_literal_is_sent_in_brackets_in_host() {
     let listener = TcpListener::bind("[::1]:0").expect("bind [::1]:0 (IPv6 loopback)");
     let addr = listener.local_addr().unwrap();

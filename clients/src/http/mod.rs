@@ -1048,6 +1048,15 @@ mod tests {
     }
 
     #[test]
+    fn client_and_response_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<Client>();
+        send::<Response>();
+        send_sync::<Error>();
+    }
+
+    #[test]
     fn idempotent_methods_are_those_of_rfc_9110() {
         for m in ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"] {
             assert!(is_idempotent(m), "{m}");
