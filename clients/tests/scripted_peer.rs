@@ -169,6 +169,51 @@ fn invalid_chunk_size_is_an_error() {
     );
 }
 
+/// Writes `bytes` one at a time (`TCP_NODELAY`, a pause every few bytes), so the
+/// client sees heads, chunk-size lines and data split at every place.
+fn trickle(stream: &mut TcpStream, bytes: &[u8]) {
+    stream.set_nodelay(true).unwrap();
+    for (i, byte) in bytes.iter().enumerate() {
+        stream.write_all(&[*byte]).unwrap();
+        if i % 7 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+#[test]
+fn responses_split_at_every_byte_are_reassembled() {
+    const RESPONSES: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n\
+        HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n\
+        3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\n\
+        HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello, world";
+    let (addr, server) = scripted(1, |_, mut stream| {
+        read_head(&mut stream);
+        let split =
+            RESPONSES.len() - b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nhello, world".len();
+        trickle(&mut stream, &RESPONSES[..split]);
+        read_head(&mut stream);
+        trickle(&mut stream, &RESPONSES[split..]);
+        // Wait for the client to close.
+        let _ = stream.read(&mut [0u8; 1]);
+    });
+    let client = client();
+    let mut response = client.get(&url(addr, "/chunked")).send().unwrap();
+    assert_eq!(response.header("x-a"), Some(&b"1"[..]));
+    let mut content = Vec::new();
+    let mut one = [0u8; 1];
+    while response.read(&mut one).unwrap() == 1 {
+        content.push(one[0]);
+    }
+    assert_eq!(content, b"abc0123456789abcdef");
+    drop(response);
+    // The connection went back to the client and carries the second request.
+    let response = client.get(&url(addr, "/length")).send().unwrap();
+    assert_eq!(response.text().unwrap(), "hello, world");
+    drop(client);
+    server.join().unwrap();
+}
+
 #[test]
 fn switching_protocols_is_refused() {
     match one_shot(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n") {
