@@ -215,6 +215,29 @@ fn responses_split_at_every_byte_are_reassembled() {
 }
 
 #[test]
+fn response_sent_before_the_server_closes_mid_upload_is_read() {
+    // The server refuses the body after the head: answers 413 and closes without
+    // reading the rest, so the client's writes fail with a reset.
+    let (addr, server) = scripted(1, |_, mut stream| {
+        read_head(&mut stream);
+        stream
+            .write_all(b"HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big!")
+            .unwrap();
+        // Give the answer time to arrive before the reset does.
+        std::thread::sleep(Duration::from_millis(100));
+    });
+    let body = vec![b'x'; 32 * 1024 * 1024];
+    let response = client()
+        .request("POST", &url(addr, "/upload"))
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    assert_eq!(response.text().unwrap(), "too big!");
+    server.join().unwrap();
+}
+
+#[test]
 fn switching_protocols_is_refused() {
     match one_shot(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n") {
         Err(Error::UnexpectedUpgrade { status: 101 }) => {}

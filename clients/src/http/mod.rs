@@ -390,7 +390,9 @@ impl<'a> RequestBuilder<'a> {
     /// ([`transport::connect`]). When a reused connection ends before any byte of a
     /// response (the server closed it while idle, RFC 9112 §9.3.1), an idempotent
     /// request (RFC 9110 §9.2.2) whose body can be sent again is retried once on a new
-    /// connection. Interim responses (1xx) are skipped (RFC 9110 §15.2).
+    /// connection. Interim responses (1xx) are skipped (RFC 9110 §15.2). When the
+    /// connection breaks while the request is written, a response the server sent
+    /// before closing it (a 413 refusing the body, RFC 9112 §9.5) is still returned.
     ///
     /// # Errors
     ///
@@ -507,10 +509,17 @@ fn exchange(
     conn.requests = conn.requests.saturating_add(1);
     let read_timeout = client.inner.settings.read_timeout;
     let mut received_any = false;
-    let result = (|| {
-        send_request(&mut conn, request, body, read_timeout, total_deadline)?;
-        read_head(&mut conn, read_timeout, total_deadline, &mut received_any)
-    })();
+    let result = match send_request(&mut conn, request, body, read_timeout, total_deadline) {
+        Ok(()) => read_head(&mut conn, read_timeout, total_deadline, &mut received_any),
+        // The connection broke while the request was written: the server may have
+        // answered before closing, as RFC 9112 §9.5 expects of a server refusing a body
+        // (413, 401, ...). Take that answer if it is there, else report the write.
+        Err(write_error @ (Error::Net { .. } | Error::Tls { .. })) => {
+            read_head(&mut conn, read_timeout, total_deadline, &mut received_any)
+                .map_err(|_| write_error)
+        }
+        Err(other) => Err(other),
+    };
     match result {
         Ok((status, version, reason_phrase, fields)) => Ok(Head {
             conn,
