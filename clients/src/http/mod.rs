@@ -1066,6 +1066,64 @@ mod tests {
     }
 
     #[test]
+    fn every_parsed_url_is_a_request_head_client_connection_accepts() {
+        // ClientConnection::send_request panics on a target or Host it would not
+        // send; what Url::parse accepts must never reach that.
+        for input in [
+            "http://h/",
+            "http://a!$&'()*+,;=b.example:8080/p;x=1/q?a=b&c=%20#f",
+            "http://[::1]/",
+            "https://[2001:db8::1]:8443?only=query",
+            "http://u:p@h.test/~user/-._~!$&'()*+,;=:@/?/?:@",
+            "http://127.0.0.1:0/%41%7a",
+        ] {
+            let url = Url::parse(input).unwrap();
+            let host = url.host_field();
+            let mut out = Vec::new();
+            ClientConnection::default().send_request(
+                &RequestHead {
+                    method: b"GET",
+                    target: url.target().as_bytes(),
+                    host: host.as_bytes(),
+                    fields: &[],
+                    body: RequestBody::None,
+                },
+                &mut out,
+            );
+            let expected = format!("GET {} HTTP/1.1\r\nHost: {host}\r\n\r\n", url.target());
+            assert_eq!(String::from_utf8(out).unwrap(), expected, "{input}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever `Url::parse` accepts, `ClientConnection::send_request` takes
+        /// without panicking, and the head names the URL's target and Host.
+        #[test]
+        fn parse_never_yields_what_send_request_refuses(
+            input in "(http|https|HTTP)://([a-zA-Z0-9%:]{0,6}@)?\
+                ([a-zA-Z0-9!$&'()*+,;=._~-]{0,12}|\\[[0-9a-fA-F:.]{0,16}\\])(:[0-9]{0,6})?\
+                ([/?#][a-zA-Z0-9/?#%!$&'()*+,;=:@._~ -]{0,24})?",
+        ) {
+            if let Ok(url) = Url::parse(&input) {
+                let host = url.host_field();
+                let mut out = Vec::new();
+                ClientConnection::default().send_request(
+                    &RequestHead {
+                        method: b"GET",
+                        target: url.target().as_bytes(),
+                        host: host.as_bytes(),
+                        fields: &[],
+                        body: RequestBody::None,
+                    },
+                    &mut out,
+                );
+                let expected = format!("GET {} HTTP/1.1\r\nHost: {host}\r\n\r\n", url.target());
+                proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), expected);
+            }
+        }
+    }
+
+    #[test]
     fn idempotent_methods_are_those_of_rfc_9110() {
         for m in ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"] {
             assert!(is_idempotent(m), "{m}");
