@@ -325,6 +325,31 @@ fn trickling_server_hits_the_total_timeout() {
 }
 
 #[test]
+fn endless_interim_responses_stop_at_the_total_timeout() {
+    let (addr, server) = scripted(1, |_, mut stream| {
+        read_head(&mut stream);
+        // As fast as the client reads: a read never waits, so never sees a deadline
+        // pass unless the client checks it.
+        let flood = b"HTTP/1.1 102 Processing\r\n\r\n".repeat(1000);
+        while stream.write_all(&flood).is_ok() {}
+    });
+    let client = Client::builder()
+        .read_timeout(Duration::from_secs(5))
+        .total_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    match client.get(&url(addr, "/")).send() {
+        Err(Error::TimedOut {
+            phase: Phase::ReceiveHead,
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(3));
+    server.join().unwrap();
+}
+
+#[test]
 fn refused_connection_is_a_connect_error() {
     let port = {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -578,6 +578,7 @@ fn send_request(
     );
     let phase = Phase::SendRequest;
     let write = |conn: &mut Connection, data: &[u8]| {
+        check_total(total_deadline, phase)?;
         let deadline = earliest(deadline_after(read_timeout), total_deadline);
         conn.stream.write_all_before(data, deadline, phase)
     };
@@ -720,6 +721,7 @@ fn fill(
     total_deadline: Option<Instant>,
     phase: Phase,
 ) -> Result<usize, Error> {
+    check_total(total_deadline, phase)?;
     let deadline = earliest(deadline_after(read_timeout), total_deadline);
     let start = conn.buf.len();
     conn.buf.resize(start + IO_CHUNK, 0);
@@ -995,6 +997,16 @@ fn is_idempotent(method: &str) -> bool {
         method,
         "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
     )
+}
+
+/// Fails with [`Error::TimedOut`] once the total deadline has passed. The socket calls
+/// check their deadline only when they have to wait: a server that always has the next
+/// bytes ready (a flood of 1xx heads, a fast endless body) would never be stopped.
+fn check_total(total_deadline: Option<Instant>, phase: Phase) -> Result<(), Error> {
+    match total_deadline {
+        Some(deadline) if Instant::now() >= deadline => Err(Error::TimedOut { phase }),
+        _ => Ok(()),
+    }
 }
 
 /// `now + timeout`, or `None` for no timeout (or one past any `Instant`).
