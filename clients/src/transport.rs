@@ -233,6 +233,16 @@ impl Stream {
         }
     }
 
+    /// Ends a TLS connection the way RFC 8446 §6.1 asks before closing: sends
+    /// `close_notify`, without waiting (if the socket cannot take the alert at once, or
+    /// the peer is gone, nothing is sent). Does nothing for plain TCP. Dropping the
+    /// stream afterwards closes the socket.
+    pub fn close(&mut self) {
+        if let Stream::Tls(tls) = self {
+            let _ = tls.close_before(Instant::now());
+        }
+    }
+
     /// Checks, without waiting, whether an idle connection can carry another request:
     /// `true` when nothing arrived since the last response; `false` when the server
     /// closed it (end of stream, `close_notify`, reset) or sent bytes nobody asked for

@@ -88,6 +88,36 @@ while True:
         raw.close()
 "#;
 
+/// A raw TLS server that answers one keep-alive request per connection, then prints
+/// how the client ended the connection: with `close_notify` or without.
+const CLOSE_WATCHER: &str = r#"
+import socket, ssl
+
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("chain.pem", "key.pem")
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(8)
+print("port", listener.getsockname()[1], flush=True)
+while True:
+    raw, _ = listener.accept()
+    try:
+        conn = ctx.wrap_socket(raw, server_side=True, suppress_ragged_eofs=False)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        try:
+            rest = conn.recv(4096)
+            print("closed:", "close_notify" if rest == b"" else "more data", flush=True)
+        except ssl.SSLEOFError:
+            print("closed: eof without close_notify", flush=True)
+        conn.close()
+    except OSError as e:
+        print("closed: error", e, flush=True)
+        raw.close()
+"#;
+
 struct Peer {
     server: Python,
     pki: TempDir,
@@ -248,4 +278,18 @@ fn silent_or_plain_http_server_fails_the_handshake() {
         other => panic!("{other:?}"),
     }
     server.join().unwrap();
+}
+
+#[test]
+fn tls_connections_end_with_close_notify() {
+    let peer = start(CLOSE_WATCHER);
+    let client = client("ca.pem", &peer);
+    let response = client
+        .get(&format!("https://localhost:{}/", peer.server.port))
+        .send()
+        .unwrap();
+    assert_eq!(response.text().unwrap(), "ok");
+    // The connection sits idle in the client; dropping the client closes it.
+    drop(client);
+    assert_eq!(peer.server.next_line(), "closed: close_notify");
 }

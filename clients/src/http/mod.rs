@@ -210,6 +210,13 @@ struct Connection {
     requests: u32,
 }
 
+impl Drop for Connection {
+    /// Sends TLS `close_notify` before the socket closes (RFC 8446 §6.1).
+    fn drop(&mut self) {
+        self.stream.close();
+    }
+}
+
 impl Client {
     /// A builder with the defaults listed at [`ClientBuilder`].
     #[must_use]

@@ -53,6 +53,16 @@ impl Drop for TempDir {
 pub struct Python {
     child: Child,
     pub port: u16,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Python {
+    /// The next line the script prints after its port, waiting at most `STEP_TIMEOUT`.
+    pub fn next_line(&self) -> String {
+        self.lines
+            .recv_timeout(STEP_TIMEOUT)
+            .expect("python server did not print the line in time")
+    }
 }
 
 impl Drop for Python {
@@ -87,11 +97,16 @@ pub fn python(dir: &Path, script: &str, args: &[&str]) -> Python {
             }
         }
     });
-    let mut server = Python { child, port: 0 };
+    let mut server = Python {
+        child,
+        port: 0,
+        lines: rx,
+    };
     let deadline = Instant::now() + STEP_TIMEOUT;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
+        let line = server
+            .lines
             .recv_timeout(left)
             .expect("python server did not report its port in time");
         if let Some(port) = line.strip_prefix("port ") {
