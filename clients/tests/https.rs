@@ -272,7 +272,13 @@ fn silent_or_plain_http_server_fails_the_handshake() {
         }) => {}
         other => panic!("{other:?}"),
     }
-    // Answers the ClientHello with plain HTTP.
+    // Answers the ClientHello with plain HTTP (a generous timeout: this must fail by
+    // what the server said, not by the clock).
+    let client = Client::builder()
+        .ca_file(pki.0.join("ca.pem"))
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
     match client.get(&url).send() {
         Err(Error::TlsHandshake { host, .. }) => assert_eq!(host, "localhost"),
         other => panic!("{other:?}"),
