@@ -56,7 +56,7 @@ use keel_tls::ClientConfig;
 
 /// keel-http's error, the cause inside [`Error::Http`].
 pub use keel_http::Error as HttpError;
-pub use keel_http::{ClientLimits, ResponseLimits, StatusCode, Version};
+pub use keel_http::{ChunkedLimits, ClientLimits, ResponseLimits, StatusCode, Version};
 pub use url::{Scheme, Url};
 
 use crate::error::{Error, Phase};
