@@ -51,7 +51,7 @@ pub enum Error {
     /// RFC 3986 does not allow (§3).
     #[error("invalid url {url:?}: {reason}")]
     InvalidUrl {
-        /// The URL as given.
+        /// The URL as given, its userinfo (user and password) replaced by `***`.
         url: String,
         /// What is wrong with it.
         reason: &'static str,

@@ -338,10 +338,12 @@ pub struct RequestBuilder<'a> {
 
 impl std::fmt::Debug for RequestBuilder<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names only: values (Authorization, cookies) and the userinfo stay out of logs.
+        let names: Vec<&str> = self.fields.iter().map(|(name, _)| name.as_str()).collect();
         f.debug_struct("RequestBuilder")
             .field("method", &self.method)
-            .field("url", &self.url)
-            .field("fields", &self.fields)
+            .field("url", &url::redact_userinfo(&self.url))
+            .field("field_names", &names)
             .finish_non_exhaustive()
     }
 }
@@ -1140,6 +1142,23 @@ mod tests {
                 proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), expected);
             }
         }
+    }
+
+    #[test]
+    fn request_debug_shows_no_secrets() {
+        let client = Client::new().unwrap();
+        let request = client
+            .get("http://user:secret@h.test/")
+            .header("Authorization", "Bearer token");
+        let debug = format!("{request:?}");
+        assert!(
+            !debug.contains("secret") && !debug.contains("token"),
+            "{debug}"
+        );
+        assert!(
+            debug.contains("Authorization") && debug.contains("h.test"),
+            "{debug}"
+        );
     }
 
     #[test]

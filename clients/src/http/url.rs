@@ -88,7 +88,7 @@ impl Url {
     /// percent-encoding (`%` not followed by two hex digits).
     pub fn parse(input: &str) -> Result<Url, Error> {
         let fail = |reason| Error::InvalidUrl {
-            url: input.to_owned(),
+            url: redact_userinfo(input),
             reason,
         };
         let (scheme, rest) = input.split_once(':').ok_or_else(|| fail("no scheme"))?;
@@ -244,6 +244,20 @@ impl Url {
         self.credentials
             .as_ref()
             .map(|(user, password)| (user.as_slice(), password.as_slice()))
+    }
+}
+
+/// `input` with the userinfo of its authority, if any, replaced by `***`, so that a
+/// password never reaches an error message or a log (RFC 3986 §7.5).
+pub(crate) fn redact_userinfo(input: &str) -> String {
+    let Some(start) = input.find("//").map(|i| i + 2) else {
+        return input.to_owned();
+    };
+    let rest = &input[start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &input[..start], &rest[at..]),
+        None => input.to_owned(),
     }
 }
 
@@ -425,6 +439,20 @@ mod tests {
             reason("http://h/%g0"),
             "bad percent-encoding in path or query"
         );
+    }
+
+    #[test]
+    fn passwords_stay_out_of_errors() {
+        assert_eq!(
+            redact_userinfo("http://user:secret@h/p@q"),
+            "http://***@h/p@q"
+        );
+        assert_eq!(redact_userinfo("http://h/p@q"), "http://h/p@q");
+        assert_eq!(redact_userinfo("no scheme"), "no scheme");
+        match Url::parse("http://user:secret@h:99999/") {
+            Err(Error::InvalidUrl { url, .. }) => assert_eq!(url, "http://***@h:99999/"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
