@@ -1,7 +1,8 @@
 //! I/O-free HTTP/1.1 for servers and clients: request and response head parsers, a
 //! chunked body decoder, serializers for the response head, connection state machines
 //! for both sides ([`ClientConnection`], [`ServerConnection`]), a Server-Sent Events
-//! codec, and, behind the `http-compat` feature, conversions to and from the `http`
+//! codec, conditional and range requests as pure functions ([`conditional`]),
+//! and, behind the `http-compat` feature, conversions to and from the `http`
 //! crate's types (`compat`)
 //! ([RFC 9112](https://www.rfc-editor.org/rfc/rfc9112),
 //! [RFC 9110](https://www.rfc-editor.org/rfc/rfc9110)).
@@ -87,6 +88,7 @@ mod chunked;
 mod client;
 #[cfg(feature = "http-compat")]
 pub mod compat;
+pub mod conditional;
 mod date;
 mod error;
 mod request;
