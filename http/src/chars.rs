@@ -115,42 +115,7 @@ pub(crate) static HEX_VALUE: [u8; 256] = {
     table
 };
 
-/// `true` for `tchar` (see [`TCHAR`]).
-#[inline]
-pub(crate) fn is_tchar(b: u8) -> bool {
-    TCHAR[usize::from(b)]
-}
-
-/// `true` if `bytes` is a non-empty `token` (`1*tchar`, RFC 9110 §5.6.2).
-#[inline]
-pub(crate) fn is_token(bytes: &[u8]) -> bool {
-    !bytes.is_empty() && bytes.iter().all(|&b| is_tchar(b))
-}
-
-/// `true` for the whitespace of `OWS`/`BWS`: SP or HTAB (RFC 9110 §5.6.3).
-#[inline]
-pub(crate) fn is_ows(b: u8) -> bool {
-    b == b' ' || b == b'\t'
-}
-
-/// Removes leading and trailing `OWS` (SP / HTAB, RFC 9110 §5.6.3,
-/// <https://www.rfc-editor.org/rfc/rfc9110#section-5.6.3>).
-#[inline]
-pub(crate) fn trim_ows(mut bytes: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = bytes {
-        if !is_ows(*first) {
-            break;
-        }
-        bytes = rest;
-    }
-    while let [rest @ .., last] = bytes {
-        if !is_ows(*last) {
-            break;
-        }
-        bytes = rest;
-    }
-    bytes
-}
+pub(crate) use crate::syntax::{is_ows, is_tchar, is_token, trim_ows};
 
 // ---- Scanning ----------------------------------------------------------
 //

@@ -35,7 +35,7 @@
 //! );
 //! ```
 
-use crate::chars::trim_ows;
+use crate::syntax::{is_ows, trim_ows};
 use crate::{FieldLine, StatusCode};
 use std::time::UNIX_EPOCH;
 
@@ -243,7 +243,10 @@ pub fn etag_list_matches<'v>(
 /// Drops leading OWS and commas (empty list elements are allowed, RFC 9110
 /// §5.6.1.2).
 fn trim_list_separators(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t' | b',', rest @ ..] = s {
+    while let [first, rest @ ..] = s {
+        if !is_ows(*first) && *first != b',' {
+            break;
+        }
         s = rest;
     }
     s

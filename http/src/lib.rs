@@ -96,6 +96,7 @@ mod response;
 mod response_parser;
 mod server_conn;
 mod sse;
+pub mod syntax;
 
 pub use chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits, Decoded};
 pub use client::{

@@ -2,6 +2,7 @@
 //! [`Response`].
 
 use crate::stream::BodyStream;
+use keel_http::syntax::{is_ows, is_token};
 use keel_http::{StatusCode, Version};
 use std::ops::Deref;
 
@@ -706,12 +707,6 @@ pub struct Header {
     line: &'static str,
 }
 
-const fn is_tchar(b: u8) -> bool {
-    matches!(b,
-        b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.'
-        | b'^' | b'_' | b'`' | b'|' | b'~' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
-}
-
 const fn const_eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -738,11 +733,7 @@ impl Header {
     pub const fn __checked(name: &'static str, value: &'static str, line: &'static str) -> Header {
         let (n, v, l) = (name.as_bytes(), value.as_bytes(), line.as_bytes());
         assert!(!n.is_empty(), "empty field name");
-        let mut i = 0;
-        while i < n.len() {
-            assert!(is_tchar(n[i]), "field name is not a token (RFC 9110 §5.1)");
-            i += 1;
-        }
+        assert!(is_token(n), "field name is not a token (RFC 9110 §5.1)");
         let mut i = 0;
         while i < v.len() {
             let b = v[i];
@@ -755,7 +746,7 @@ impl Header {
         if !v.is_empty() {
             let (first, last) = (v[0], v[v.len() - 1]);
             assert!(
-                first != b' ' && first != b'\t' && last != b' ' && last != b'\t',
+                !is_ows(first) && !is_ows(last),
                 "whitespace around field value"
             );
         }
