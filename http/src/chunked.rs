@@ -1,4 +1,4 @@
-//! Decoder for the chunked transfer coding
+//! Decoder and encoder for the chunked transfer coding
 //! ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1)).
 //!
 //! ```text
@@ -26,6 +26,8 @@ use core::ops::Range;
 
 use crate::chars::{is_ows, is_tchar, FIELD_VALUE, HEX_VALUE, QDTEXT};
 use crate::error::Error;
+use crate::request::FieldLine;
+use crate::response::write_field_line;
 
 /// At most this many hex digits in a chunk-size, so it fits in a `u64`.
 const MAX_CHUNK_SIZE_DIGITS: u8 = 16;
@@ -488,9 +490,153 @@ fn need_more(consumed: usize) -> Decoded {
     }
 }
 
+// ---- Encoding ------------------------------------------------------------
+
+/// Appends the line that starts a chunk of `len` bytes of chunk-data:
+/// `chunk-size CRLF`, the size in lowercase hexadecimal without leading zeros
+/// and no chunk-ext
+/// ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1)).
+///
+/// The caller sends the `len` data bytes itself after `out` (so a large body
+/// never has to be copied), then the CRLF that ends chunk-data. `len == 0`
+/// appends nothing: a zero chunk-size would be the last-chunk, which
+/// [`write_last_chunk`] writes.
+///
+/// # Examples
+///
+/// ```
+/// let mut out = Vec::new();
+/// keel_http::write_chunk_size_line(&mut out, 26);
+/// out.extend_from_slice(b"abcdefghijklmnopqrstuvwxyz\r\n");
+/// keel_http::write_last_chunk(&mut out, &[]);
+/// assert_eq!(out, b"1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\n\r\n");
+/// ```
+pub fn write_chunk_size_line(out: &mut Vec<u8>, len: u64) {
+    if len == 0 {
+        return;
+    }
+    write_hex(out, len);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends one whole chunk holding `data`: `chunk-size CRLF chunk-data CRLF`
+/// ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1)).
+/// Empty `data` appends nothing (an empty chunk would be the last-chunk).
+///
+/// # Examples
+///
+/// ```
+/// let mut out = Vec::new();
+/// keel_http::write_chunk(&mut out, b"hello");
+/// keel_http::write_chunk(&mut out, b"");
+/// keel_http::write_last_chunk(&mut out, &[]);
+/// assert_eq!(out, b"5\r\nhello\r\n0\r\n\r\n");
+/// ```
+pub fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    write_chunk_size_line(out, data.len() as u64);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the end of a chunked body: the last-chunk `0 CRLF`, the
+/// `trailers` as field lines, and the CRLF that ends the trailer section
+/// ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1),
+/// [§7.1.2](https://www.rfc-editor.org/rfc/rfc9112#section-7.1.2)). Without
+/// trailers that is `0\r\n\r\n`.
+///
+/// The CRLF that ends the previous chunk's data is not included (see
+/// [`write_chunk_size_line`]). Trailer names and values must be valid
+/// ([`is_valid_field_name`](crate::is_valid_field_name),
+/// [`is_valid_field_value`](crate::is_valid_field_value)), as for
+/// [`write_field_line`](crate::write_field_line); this is checked in debug
+/// builds only.
+///
+/// # Examples
+///
+/// ```
+/// use keel_http::FieldLine;
+///
+/// let mut out = Vec::new();
+/// let trailers = [FieldLine { name: b"Digest", value: b"sha-256=abc" }];
+/// keel_http::write_last_chunk(&mut out, &trailers);
+/// assert_eq!(out, b"0\r\nDigest: sha-256=abc\r\n\r\n");
+/// ```
+pub fn write_last_chunk(out: &mut Vec<u8>, trailers: &[FieldLine<'_>]) {
+    out.extend_from_slice(b"0\r\n");
+    for field in trailers {
+        write_field_line(out, field.name, field.value);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `n` in lowercase hexadecimal, without leading zeros, as a
+/// chunk-size ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1)).
+fn write_hex(out: &mut Vec<u8>, n: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 16];
+    let mut start = buf.len();
+    let mut n = n;
+    loop {
+        start -= 1;
+        // `n & 0xf` is 0..=15.
+        buf[start] = DIGITS[(n & 0xf) as usize];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[start..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_hex_formats_chunk_sizes() {
+        for (n, hex) in [
+            (0, "0"),
+            (1, "1"),
+            (15, "f"),
+            (16, "10"),
+            (u64::MAX, "ffffffffffffffff"),
+        ] {
+            let mut out = Vec::new();
+            write_hex(&mut out, n);
+            assert_eq!(out, hex.as_bytes());
+        }
+    }
+
+    #[test]
+    fn chunks_and_last_chunks_are_framed() {
+        let mut out = Vec::new();
+        write_chunk_size_line(&mut out, 0);
+        write_chunk(&mut out, b"");
+        assert_eq!(out, b"", "no empty chunk: it would be the last-chunk");
+        write_chunk(&mut out, &[b'x'; 300]);
+        write_chunk_size_line(&mut out, 2);
+        out.extend_from_slice(b"yz\r\n");
+        write_last_chunk(
+            &mut out,
+            &[
+                FieldLine {
+                    name: b"A",
+                    value: b"1",
+                },
+                FieldLine {
+                    name: b"b-2",
+                    value: b"",
+                },
+            ],
+        );
+        let mut expected = b"12c\r\n".to_vec();
+        expected.extend_from_slice(&[b'x'; 300]);
+        expected.extend_from_slice(b"\r\n2\r\nyz\r\n0\r\nA: 1\r\nb-2: \r\n\r\n");
+        assert_eq!(out, expected);
+    }
 
     /// Feeds `input` in pieces of `piece` bytes the way a driver would (keep
     /// unconsumed bytes, append new ones) and returns the content and the
@@ -966,5 +1112,42 @@ mod tests {
         assert_eq!(decoder.decode(b"0\r\n\r\n").unwrap().event, ChunkEvent::End);
         decoder.reset();
         assert!(!decoder.is_done());
+    }
+
+    mod encoding {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// What the encoder writes, the decoder reads back: the same
+            /// content, every byte used, whatever the split of the input.
+            #[test]
+            fn encoded_bodies_decode_to_their_content(
+                chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..6),
+                trailers in prop::collection::vec(
+                    (prop::sample::select(vec!["A", "x-t", "Digest"]), "[ -~]{0,8}"),
+                    0..3,
+                ),
+                piece in 1..64usize,
+            ) {
+                let mut wire = Vec::new();
+                for chunk in &chunks {
+                    write_chunk(&mut wire, chunk);
+                }
+                let trailers: Vec<(&str, String)> = trailers
+                    .into_iter()
+                    .map(|(name, value)| (name, value.trim_matches(' ').to_owned()))
+                    .collect();
+                let lines: Vec<FieldLine<'_>> = trailers
+                    .iter()
+                    .map(|(name, value)| FieldLine { name: name.as_bytes(), value: value.as_bytes() })
+                    .collect();
+                write_last_chunk(&mut wire, &lines);
+                let (content, consumed) =
+                    decode_split(ChunkedLimits::default(), &wire, piece).unwrap();
+                prop_assert_eq!(content, chunks.concat());
+                prop_assert_eq!(consumed, wire.len());
+            }
+        }
     }
 }

@@ -6,7 +6,9 @@
 use core::ops::Range;
 
 use crate::chars::{is_token, non_target_offset, split_host_port, trim_ows};
-use crate::chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits};
+use crate::chunked::{
+    write_chunk_size_line, write_last_chunk, ChunkEvent, ChunkedDecoder, ChunkedLimits,
+};
 use crate::error::Error;
 use crate::request::{BodyLength, FieldLine, Status, Version};
 use crate::response::{is_valid_field_name, is_valid_field_value, write_content_length};
@@ -436,8 +438,7 @@ impl ClientConnection {
         if self.request_body == RequestBodyState::ChunkedAfterData {
             out.extend_from_slice(b"\r\n");
         }
-        write_hex(out, len);
-        out.extend_from_slice(b"\r\n");
+        write_chunk_size_line(out, len);
         self.request_body = RequestBodyState::ChunkedAfterData;
     }
 
@@ -472,7 +473,7 @@ impl ClientConnection {
         if self.request_body == RequestBodyState::ChunkedAfterData {
             out.extend_from_slice(b"\r\n");
         }
-        out.extend_from_slice(b"0\r\n\r\n");
+        write_last_chunk(out, &[]);
         self.request_body = RequestBodyState::Done;
     }
 
@@ -632,25 +633,6 @@ impl ClientConnection {
         self.state = State::Closed;
         Ok(event)
     }
-}
-
-/// Appends `n` in lowercase hexadecimal, without leading zeros, as a
-/// chunk-size ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1)).
-fn write_hex(out: &mut Vec<u8>, n: u64) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut buf = [0u8; 16];
-    let mut start = buf.len();
-    let mut n = n;
-    loop {
-        start -= 1;
-        // `n & 0xf` is 0..=15.
-        buf[start] = DIGITS[(n & 0xf) as usize];
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[start..]);
 }
 
 #[cfg(test)]
@@ -831,21 +813,6 @@ mod tests {
         let mut out = Vec::new();
         conn.finish_body(&mut out);
         assert_eq!(out, b"0\r\n\r\n");
-    }
-
-    #[test]
-    fn write_hex_formats_chunk_sizes() {
-        for (n, hex) in [
-            (0, "0"),
-            (1, "1"),
-            (15, "f"),
-            (16, "10"),
-            (u64::MAX, "ffffffffffffffff"),
-        ] {
-            let mut out = Vec::new();
-            write_hex(&mut out, n);
-            assert_eq!(out, hex.as_bytes());
-        }
     }
 
     #[test]

@@ -98,7 +98,10 @@ mod server_conn;
 mod sse;
 pub mod syntax;
 
-pub use chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits, Decoded};
+pub use chunked::{
+    write_chunk, write_chunk_size_line, write_last_chunk, ChunkEvent, ChunkedDecoder,
+    ChunkedLimits, Decoded,
+};
 pub use client::{
     ClientConnection, ClientEvent, ClientInput, ClientLimits, RequestBody, RequestHead,
 };

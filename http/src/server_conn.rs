@@ -6,7 +6,9 @@
 use core::ops::Range;
 
 use crate::chars::trim_ows;
-use crate::chunked::{ChunkEvent, ChunkedDecoder, ChunkedLimits};
+use crate::chunked::{
+    write_chunk_size_line, write_last_chunk, ChunkEvent, ChunkedDecoder, ChunkedLimits,
+};
 use crate::date::HttpDate;
 use crate::error::Error;
 use crate::request::{BodyLength, FieldLine, Limits, Request, RequestParser, Status, Version};
@@ -860,8 +862,7 @@ impl ServerConnection {
                 if after_data {
                     out.extend_from_slice(b"\r\n");
                 }
-                write_hex(out, len);
-                out.extend_from_slice(b"\r\n");
+                write_chunk_size_line(out, len);
                 self.writing = Writing::Body(Streaming::Chunked { after_data: true });
             }
             Writing::Body(Streaming::Raw) => {}
@@ -901,7 +902,7 @@ impl ServerConnection {
                 if after_data {
                     out.extend_from_slice(b"\r\n");
                 }
-                out.extend_from_slice(b"0\r\n\r\n");
+                write_last_chunk(out, &[]);
                 self.response_done();
             }
             Writing::Body(Streaming::Raw) => self.response_done(),
@@ -923,25 +924,6 @@ fn write_fields(out: &mut Vec<u8>, fields: &[FieldLine<'_>]) {
     for field in fields {
         write_field(out, field.name, field.value);
     }
-}
-
-/// Appends `n` in lowercase hexadecimal, without leading zeros, as a
-/// chunk-size ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1)).
-fn write_hex(out: &mut Vec<u8>, n: u64) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut buf = [0u8; 16];
-    let mut start = buf.len();
-    let mut n = n;
-    loop {
-        start -= 1;
-        // `n & 0xf` is 0..=15.
-        buf[start] = DIGITS[(n & 0xf) as usize];
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[start..]);
 }
 
 #[cfg(test)]
