@@ -12,8 +12,8 @@ use crate::stream::{BodyStream, StreamContext, StreamPoll, WakeQueue};
 use crate::timer::{Entry, Millis, Wheel, NOT_FILED};
 use crate::Config;
 use keel_http::{
-    BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits, RequestParser, RequestTarget, Status,
-    StatusCode,
+    write_chunk, write_last_chunk, BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits,
+    RequestParser, RequestTarget, Status, StatusCode,
 };
 use keel_linux::epoll::{Epoll, Events, Interest};
 use keel_linux::io::{self as lio, PollFor};
@@ -1732,7 +1732,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                                 c.closing = true;
                                 c.unusual = true;
                             } else if *chunked {
-                                c.output.extend_from_slice(b"0\r\n\r\n");
+                                write_last_chunk(&mut c.output, &[]);
                             }
                             c.source = None;
                             c.resumable = !c.abort;
@@ -2266,14 +2266,6 @@ fn read_tls(c: &mut Conn, buf: &mut [u8]) -> io::Result<usize> {
             }
         }
     }
-}
-
-/// Appends `data` as one chunk (RFC 9112 §7.1): chunk-size in hex, CRLF, the data, CRLF.
-fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
-    use std::io::Write;
-    let _ = write!(out, "{:x}\r\n", data.len());
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
 }
 
 /// The status that answers a body refused with `status` (by a sink, or a chunked
