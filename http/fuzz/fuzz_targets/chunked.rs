@@ -8,6 +8,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let mut d = ChunkedDecoder::new(ChunkedLimits {
         max_chunk_ext_size: 64,
+        max_chunk_exts_size: 512,
         max_trailer_section_size: 256,
         max_body_size: 1 << 20,
     });

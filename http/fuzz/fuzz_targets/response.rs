@@ -112,6 +112,7 @@ fn read_connection(data: &[u8], method: &[u8]) -> Vec<String> {
             BodyLength::Chunked => {
                 let mut decoder = ChunkedDecoder::new(ChunkedLimits {
                     max_chunk_ext_size: 64,
+                    max_chunk_exts_size: 512,
                     max_trailer_section_size: 256,
                     max_body_size: 1 << 20,
                 });
