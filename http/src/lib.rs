@@ -1,8 +1,8 @@
 //! I/O-free HTTP/1.1 for servers and clients: request and response head parsers, a
-//! chunked body decoder, serializers for the response head, connection state machines
+//! chunked body decoder and encoder, serializers for the response head, connection state machines
 //! for both sides ([`ClientConnection`], [`ServerConnection`]), a Server-Sent Events
-//! codec, conditional and range requests as pure functions ([`conditional`]),
-//! and, behind the `http-compat` feature, conversions to and from the `http`
+//! codec, conditional and range requests as pure functions ([`conditional`]), the
+//! token and OWS byte classes ([`syntax`]), and, behind the `http-compat` feature, conversions to and from the `http`
 //! crate's types (`compat`)
 //! ([RFC 9112](https://www.rfc-editor.org/rfc/rfc9112),
 //! [RFC 9110](https://www.rfc-editor.org/rfc/rfc9110)).
@@ -21,6 +21,9 @@
 //!
 //!   StatusCode, field lines, HttpDate ──► write_status_line / write_field_line /
 //!                                         write_content_length ──► caller's Vec<u8>
+//!   body content ─────► write_chunk / write_chunk_size_line / write_last_chunk ──► caller's Vec<u8>
+//!
+//!   method, field lines, Validators ──► conditional::evaluate ──► Outcome (200/206/304/412/416)
 //! ```
 //!
 //! The request parser is strict where RFC 9112 lets a server choose, except
