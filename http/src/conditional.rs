@@ -613,11 +613,24 @@ mod tests {
         assert_eq!(parse_range(b"bytes=10-20", 10), unsatisfiable);
         assert_eq!(parse_range(b"bytes=-0", 10), unsatisfiable);
         assert_eq!(parse_range(b"bytes=0-", 0), unsatisfiable);
-        assert_eq!(parse_range(b"bytes=-5", 0), unsatisfiable);
         assert_eq!(
             parse_range(b"bytes=99999999999999999999999-", 10),
             unsatisfiable
         );
+    }
+
+    /// RFC 9110 §14.1.2: "When a selected representation has zero length, the
+    /// only satisfiable form of range-spec in a GET request is a suffix-range
+    /// with a non-zero suffix-length", and 416 is for a range set with no
+    /// satisfiable range (§15.5.17). No `Content-Range` can describe the zero
+    /// bytes it selects, so the Range is ignored (§14.2): the whole, empty,
+    /// representation.
+    #[test]
+    fn a_suffix_range_of_an_empty_representation_is_satisfiable() {
+        assert_eq!(parse_range(b"bytes=-5", 0), Outcome::Full);
+        assert_eq!(parse_range(b"bytes=-1", 0), Outcome::Full);
+        assert_eq!(parse_range(b"bytes=-0", 0), Outcome::RangeNotSatisfiable);
+        assert_eq!(parse_range(b"bytes=0-", 0), Outcome::RangeNotSatisfiable);
     }
 
     #[test]
@@ -944,7 +957,8 @@ mod proptests {
     fn model(first: Option<u64>, last: Option<u64>, length: u64) -> Outcome {
         match (first, last) {
             (None, Some(0)) => Outcome::RangeNotSatisfiable,
-            (None, Some(_)) if length == 0 => Outcome::RangeNotSatisfiable,
+            // Satisfiable, but no 206 can describe zero bytes (§14.1.2).
+            (None, Some(_)) if length == 0 => Outcome::Full,
             (None, Some(n)) => Outcome::Partial {
                 start: length - n.min(length),
                 len: n.min(length),

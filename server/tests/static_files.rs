@@ -436,6 +436,13 @@ fn byte_ranges() {
     let r = c.get("/empty.txt", &["Range: bytes=0-"]);
     assert_status(&r, 416, "empty file");
     assert_eq!(r.header("Content-Range"), Some("bytes */0"));
+    // RFC 9110 §14.1.2: against an empty representation a suffix-range with a non-zero
+    // suffix-length is the one satisfiable range-spec, so not 416; no 206 can describe
+    // zero bytes, and §14.2 lets the server ignore the Range: the whole (empty) file.
+    let r = c.get("/empty.txt", &["Range: bytes=-5"]);
+    assert_status(&r, 200, "suffix range of an empty file");
+    assert_eq!(r.header("Content-Range"), None);
+    assert!(r.body.is_empty());
 
     // Several ranges, malformed ones and other units: the whole file.
     for range in [
