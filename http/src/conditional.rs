@@ -494,12 +494,14 @@ pub fn if_range_matches(value: &[u8], validators: &Validators<'_>) -> bool {
 ///   (`first-last`, `first-`, `-suffix`), with a `last-pos` past the end or a
 ///   suffix longer than the representation clipped to it;
 /// - [`Outcome::RangeNotSatisfiable`] for exactly one unsatisfiable one: a
-///   `first-pos` at or past `length`, a suffix of 0, any range of an empty
-///   representation;
+///   `first-pos` at or past `length` (so any `int-range` of an empty
+///   representation), a suffix of 0;
 /// - [`Outcome::Full`] otherwise, as §14.2 allows a server to ignore `Range`:
 ///   a malformed value (`last-pos` before `first-pos`, non-digits, no `=`),
-///   another range unit, no range-spec, or several range-specs (there is no
-///   `multipart/byteranges`).
+///   another range unit, no range-spec, several range-specs (there is no
+///   `multipart/byteranges`), or a non-zero suffix of an empty
+///   representation (satisfiable, §14.1.2, but no `206` can describe zero
+///   bytes).
 ///
 /// The unit is case-insensitive; OWS and empty elements in the list are
 /// skipped; positions with more digits than a `u64` holds saturate.
@@ -538,8 +540,13 @@ pub fn parse_range(value: &[u8], length: u64) -> Outcome {
         let Some(n) = parse_digits(last) else {
             return Outcome::Full;
         };
-        if n == 0 || length == 0 {
+        if n == 0 {
             return Outcome::RangeNotSatisfiable;
+        }
+        if length == 0 {
+            // Satisfiable (§14.1.2), but a 206 cannot describe zero bytes: ignore
+            // the Range (§14.2) and send the whole, empty, representation.
+            return Outcome::Full;
         }
         let len = n.min(length);
         return Outcome::Partial {

@@ -97,8 +97,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// `Range` (RFC 9110 §14.2) is honoured for `GET` only, and only with exactly one
 /// `bytes` range-spec (`a-b`, `a-` or `-n`). A request with several ranges gets the
 /// whole file with `200`, which §14.2 allows ("a server MAY ignore the Range header
-/// field"): no `multipart/byteranges`. A malformed `Range` field, or another range unit,
-/// is ignored as well. `If-Range` (§13.1.5) with an entity-tag uses the strong
+/// field"): no `multipart/byteranges`. A malformed `Range` field, another range unit,
+/// or a suffix range (`-n`, `n > 0`) of an empty file, which is satisfiable (§14.1.2) but
+/// selects no byte a `206` could describe, is ignored as well. `If-Range` (§13.1.5) with an entity-tag uses the strong
 /// comparison; with an HTTP-date it matches when the date equals `Last-Modified`; when it
 /// does not match, the whole file is sent.
 ///
