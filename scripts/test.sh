@@ -38,7 +38,7 @@ if ((${#missing[@]})); then
   fi
 fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "cargo is missing: install a Rust toolchain (rustup, stable >= 1.85)" >&2
+  echo "cargo is missing: install a Rust toolchain (rustup, stable >= 1.88 for the tests)" >&2
   exit 1
 fi
 
