@@ -805,6 +805,56 @@ mod tests {
         assert!(!matches!(e, Error::InvalidName { .. }), "{e:?}");
     }
 
+    /// RFC 6761 §6.3: localhost names are the loopback addresses, whatever the hosts
+    /// file says, and are not asked of a server; §6.4: names under `invalid` do not
+    /// exist, and are not asked either.
+    #[test]
+    fn localhost_and_invalid_names_are_answered_without_a_query() {
+        // A server that never answers: a query sent to it would wait out the timeout,
+        // and its datagram would be waiting on this socket.
+        let server = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        server.set_nonblocking(true).unwrap();
+        let r = Resolver::new(
+            ResolvConf::with_nameserver(server.local_addr().unwrap()),
+            Hosts::parse(
+                "10.9.9.9 localhost\n10.9.9.8 app.localhost\n\
+                 10.9.9.7 localhost.example mylocalhost invalid.example\n",
+            ),
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let started = Instant::now();
+        for name in ["localhost", "LOCALHOST.", "app.localhost", "a.b.Localhost."] {
+            let a = r.lookup(name, RrType::A, deadline).unwrap();
+            assert_eq!(
+                a.addresses,
+                [(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)],
+                "{name}"
+            );
+            let aaaa = r.lookup(name, RrType::AAAA, deadline).unwrap();
+            assert_eq!(
+                aaaa.addresses,
+                [(IpAddr::V6(Ipv6Addr::LOCALHOST), 0)],
+                "{name}"
+            );
+            let both = r.lookup_ip(name, deadline);
+            assert!(both.a.is_ok() && both.aaaa.is_ok(), "{name}");
+        }
+        for name in ["x.invalid", "invalid", "A.B.INVALID."] {
+            let e = r.lookup(name, RrType::A, deadline).unwrap_err();
+            let kind = std::io::Error::from(e).kind();
+            assert_eq!(kind, std::io::ErrorKind::NotFound, "{name}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let mut buf = [0u8; 512];
+        let got = server.recv(&mut buf);
+        assert!(got.is_err(), "a query went out: {got:?}");
+        // Names that merely contain the words are looked up as usual.
+        for name in ["localhost.example", "mylocalhost", "invalid.example"] {
+            let a = r.lookup(name, RrType::A, deadline).unwrap();
+            assert_eq!(a.addresses, [(IpAddr::V4(Ipv4Addr::new(10, 9, 9, 7)), 0)]);
+        }
+    }
+
     /// How long the cache keeps `name`'s A answer, and the TTL it reports for it.
     fn cached_lifetime(r: &Resolver, name: &str) -> (Duration, u32) {
         let key = (Name::from_ascii(name).unwrap(), RrType::A);
