@@ -91,6 +91,15 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The name is `invalid` or under it, a special-use name that never exists
+    /// ([RFC 6761 §6.4](https://www.rfc-editor.org/rfc/rfc6761#section-6.4)): the
+    /// resolver answers so itself and asks no server.
+    #[error("{name}: no such domain (a special-use name under .invalid, RFC 6761)")]
+    SpecialUseName {
+        /// The name as given.
+        name: String,
+    },
+
     // ---- DNS: what the servers said -----------------------------------------------
     /// The name does not exist (RCODE 3, NXDOMAIN; RFC 1035 §4.1.1), under every name
     /// the search list produced.
@@ -251,7 +260,9 @@ impl From<Error> for io::Error {
             Error::TimedOut { .. } | Error::NoAnswer { .. } => io::ErrorKind::TimedOut,
             Error::Closed { .. } => io::ErrorKind::UnexpectedEof,
             Error::InvalidAddress { .. } | Error::InvalidName { .. } => io::ErrorKind::InvalidInput,
-            Error::NxDomain { .. } | Error::NoAddress { .. } => io::ErrorKind::NotFound,
+            Error::NxDomain { .. } | Error::NoAddress { .. } | Error::SpecialUseName { .. } => {
+                io::ErrorKind::NotFound
+            }
             Error::DatagramTruncated { .. } | Error::Malformed { .. } | Error::Mismatch { .. } => {
                 io::ErrorKind::InvalidData
             }

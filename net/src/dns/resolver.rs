@@ -31,6 +31,9 @@ pub enum Source {
     Hosts,
     /// The resolver's cache (TTLs counted down since the answer arrived).
     Cache,
+    /// A special-use name answered by the resolver itself (RFC 6761 §6.3): a
+    /// localhost name is the loopback address of each family.
+    SpecialUse,
     /// A nameserver, over UDP or (with `tcp` true) TCP.
     Server {
         /// The server's address.
@@ -116,7 +119,9 @@ struct CacheEntry {
 
 /// A blocking stub resolver (RFC 1034 §5.3.1) configured by [`ResolvConf`] and [`Hosts`].
 ///
-/// For each lookup it tries, in order: an IP literal; the hosts file; its cache; then
+/// For each lookup it tries, in order: an IP literal; the special-use names of RFC 6761
+/// (`localhost` and names under it are the loopback address of each family, whatever the
+/// hosts file says; `invalid` and names under it do not exist); the hosts file; its cache; then
 /// each name of the search list ([`ResolvConf::candidates`]) against the nameservers.
 /// Each query has a random ID from the kernel (`getrandom`) and goes out from a fresh
 /// socket bound to port 0, for which Linux picks a random ephemeral port (RFC 5452 §9.2),
@@ -310,7 +315,8 @@ impl Resolver {
     /// `deadline`.
     ///
     /// # Errors
-    /// [`Error::InvalidName`]; [`Error::NxDomain`] when no name of the search list
+    /// [`Error::InvalidName`]; [`Error::SpecialUseName`] for a name under `invalid`
+    /// (RFC 6761 §6.4), asked of no server; [`Error::NxDomain`] when no name of the search list
     /// exists; [`Error::NoAddress`] when one exists without records of `qtype`;
     /// [`Error::ServFail`], [`Error::Rcode`]; [`Error::NoAnswer`] when no server
     /// answered; [`Error::TimedOut`] with `op` `resolve` when `deadline` passed;
@@ -362,6 +368,30 @@ impl Resolver {
                 addresses,
                 source: Source::Literal,
             });
+        }
+        // Special-use names (RFC 6761) before the hosts file: what they mean does
+        // not depend on it, and they are never asked of a server.
+        match special_use(name) {
+            Some(SpecialUse::Localhost) => {
+                let loopback = if qtype == RrType::AAAA {
+                    IpAddr::V6(Ipv6Addr::LOCALHOST)
+                } else {
+                    IpAddr::V4(Ipv4Addr::LOCALHOST)
+                };
+                return Ok(Answer {
+                    name: Name::from_ascii(name).unwrap_or_else(|_| Name::root()),
+                    qtype,
+                    cname_chain: vec![],
+                    addresses: vec![(loopback, 0)],
+                    source: Source::SpecialUse,
+                });
+            }
+            Some(SpecialUse::Invalid) => {
+                return Err(Error::SpecialUseName {
+                    name: name.to_owned(),
+                })
+            }
+            None => {}
         }
         if self.options.use_hosts {
             let found = self.hosts.lookup(name);
@@ -753,6 +783,37 @@ fn tcp_exchange(
     let msg = Message::decode(&buf).map_err(|reason| Error::Malformed { server, reason })?;
     check(&msg, id, question).map_err(|what| Error::Mismatch { server, what })?;
     Ok((msg, server, true))
+}
+
+/// The special-use domain names ([RFC 6761 §6](https://www.rfc-editor.org/rfc/rfc6761#section-6))
+/// the resolver answers itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SpecialUse {
+    /// `localhost` and names under it (§6.3): the loopback addresses.
+    Localhost,
+    /// `invalid` and names under it (§6.4): no such name.
+    Invalid,
+}
+
+/// Which special-use name `name` is (ASCII case-insensitive, with or without the
+/// final dot), if any: the name itself or a name under it.
+fn special_use(name: &str) -> Option<SpecialUse> {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let under = |domain: &str| {
+        let n = name.len();
+        let d = domain.len();
+        (n == d || (n > d && name.as_bytes()[n - d - 1] == b'.'))
+            && name
+                .get(n - d..)
+                .is_some_and(|tail| tail.eq_ignore_ascii_case(domain))
+    };
+    if under("localhost") {
+        Some(SpecialUse::Localhost)
+    } else if under("invalid") {
+        Some(SpecialUse::Invalid)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
