@@ -24,7 +24,15 @@ fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
     keel_net::parse_socket_addr(s).map_err(|e| e.to_string())
 }
 
-fn main() -> Result<(), keel_server::Error> {
+fn main() {
+    if let Err(e) = run() {
+        // As the other examples: the error's message, not its Debug form.
+        eprintln!("hello: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), keel_server::Error> {
     let args = Args::parse();
     let mut config = Config::new(args.addr);
     if let Some(n) = args.workers {
