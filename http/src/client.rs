@@ -10,9 +10,10 @@ use crate::chunked::{
     write_chunk_size_line, write_last_chunk, ChunkEvent, ChunkedDecoder, ChunkedLimits,
 };
 use crate::error::Error;
-use crate::request::{BodyLength, FieldLine, Status, Version};
+use crate::request::{BodyLength, FieldLine, Status};
 use crate::response::{is_valid_field_name, is_valid_field_value, write_content_length};
 use crate::response_parser::{RequestMethod, Response, ResponseLimits, ResponseParser};
+use crate::version::Version;
 
 /// Limits for a [`ClientConnection`]: for each response head and for each
 /// chunked response body. Going over one is a typed [`Error`].
@@ -638,7 +639,7 @@ impl ClientConnection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::response::StatusCode;
+    use crate::status::StatusCode;
 
     /// An event with its bytes copied, to compare transcripts.
     #[derive(Clone, Debug, PartialEq, Eq)]

@@ -41,11 +41,13 @@
 use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
 
-use crate::request::{FieldLine, Request, Version};
+use crate::request::{FieldLine, Request};
 use crate::response::{
-    is_valid_field_name, is_valid_field_value, write_content_length, write_status_line, StatusCode,
+    is_valid_field_name, is_valid_field_value, write_content_length, write_status_line,
 };
 use crate::response_parser::Response;
+use crate::status::StatusCode;
+use crate::version::Version;
 
 /// Why a value cannot be converted: it is valid on one side but not on the
 /// other. Each variant names the part of the message.

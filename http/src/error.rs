@@ -1,6 +1,6 @@
 //! The crate's single error type.
 
-use crate::response::StatusCode;
+use crate::status::StatusCode;
 
 /// Why a request head, a response head, a chunked body or a response on a
 /// client connection was rejected.

@@ -99,7 +99,9 @@ mod response;
 mod response_parser;
 mod server_conn;
 mod sse;
+mod status;
 pub mod syntax;
+mod version;
 
 pub use chunked::{
     write_chunk, write_chunk_size_line, write_last_chunk, ChunkEvent, ChunkedDecoder,
@@ -111,14 +113,16 @@ pub use client::{
 pub use date::HttpDate;
 pub use error::Error;
 pub use request::{
-    BodyLength, FieldLine, Fields, Limits, Request, RequestParser, RequestTarget, Status, Version,
+    BodyLength, FieldLine, Fields, Limits, Request, RequestParser, RequestTarget, Status,
 };
 pub use response::{
     is_valid_field_name, is_valid_field_value, write_content_length, write_field_line,
-    write_status_line, StatusCode,
+    write_status_line,
 };
 pub use response_parser::{Response, ResponseLimits, ResponseParser};
 pub use server_conn::{
     ResponseBody, ResponseHead, ServerConnection, ServerEvent, ServerInput, ServerLimits,
 };
 pub use sse::{write_comment, write_event, ReceivedEvent, SseDecoder, SseError, SseEvent};
+pub use status::StatusCode;
+pub use version::Version;

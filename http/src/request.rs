@@ -16,6 +16,7 @@ use crate::chars::{
     is_host_field_value, is_host_value, is_ows, is_tchar, split_host_port, trim_ows,
 };
 use crate::error::Error;
+use crate::version::Version;
 
 /// How many empty lines (CRLF or bare LF) may come before the request-line;
 /// RFC 9112 §2.2 asks servers to ignore "at least one".
@@ -30,33 +31,6 @@ const SP_HTTP_1: u64 = u64::from_le_bytes(*b" HTTP/1.");
 /// head fits in a `u32` (leading empty lines + request-line + field section
 /// stay below `u32::MAX`).
 pub(crate) const MAX_LIMIT: usize = (u32::MAX / 4) as usize;
-
-/// The HTTP-version of a request: only HTTP/1.0 and HTTP/1.1 are parsed
-/// ([RFC 9112 §2.3](https://www.rfc-editor.org/rfc/rfc9112#section-2.3)).
-///
-/// A higher minor version of HTTP/1 (`HTTP/1.2` to `HTTP/1.9`) is parsed as
-/// [`Version::Http11`], as §2.3 asks. Any other well-formed version is
-/// [`Error::UnsupportedVersion`] (505), a malformed one
-/// [`Error::InvalidVersion`] (400).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Version {
-    /// `HTTP/1.0`.
-    Http10,
-    /// `HTTP/1.1`.
-    Http11,
-}
-
-impl Version {
-    /// The 8 bytes of the HTTP-version as sent on the wire, `b"HTTP/1.1"` or
-    /// `b"HTTP/1.0"`.
-    #[must_use]
-    pub const fn as_bytes(self) -> &'static [u8] {
-        match self {
-            Self::Http10 => b"HTTP/1.0",
-            Self::Http11 => b"HTTP/1.1",
-        }
-    }
-}
 
 /// Size limits for a request head. Going over one is a typed [`Error`] whose
 /// [`status_hint`](Error::status_hint) is 414 or 431.

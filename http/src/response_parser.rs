@@ -18,9 +18,10 @@ use memchr::memchr;
 use crate::chars::{all_field_value, field_name_len, is_ows, is_tchar, trim_ows};
 use crate::error::Error;
 use crate::request::{
-    is_name, parse_content_length, BodyLength, FieldSpan, Fields, Span, Status, Version, MAX_LIMIT,
+    is_name, parse_content_length, BodyLength, FieldSpan, Fields, Span, Status, MAX_LIMIT,
 };
-use crate::response::StatusCode;
+use crate::status::StatusCode;
+use crate::version::Version;
 
 /// Size limits for a response head. Going over one is a typed [`Error`]
 /// (hint 502, or 431 for the field section, see [`Error::status_hint`]).

@@ -11,11 +11,13 @@ use crate::chunked::{
 };
 use crate::date::HttpDate;
 use crate::error::Error;
-use crate::request::{BodyLength, FieldLine, Limits, Request, RequestParser, Status, Version};
+use crate::request::{BodyLength, FieldLine, Limits, Request, RequestParser, Status};
 use crate::response::{
-    is_valid_field_name, is_valid_field_value, write_content_length, write_status_line, StatusCode,
+    is_valid_field_name, is_valid_field_value, write_content_length, write_status_line,
 };
 use crate::response_parser::RequestMethod;
+use crate::status::StatusCode;
+use crate::version::Version;
 
 /// Limits for a [`ServerConnection`]: for each request head and each request
 /// body. Going over one is a typed [`Error`] whose
