@@ -129,16 +129,38 @@ impl Response {
     /// framing and persistence fields `Content-Length`, `Transfer-Encoding` and
     /// `Connection`: adding one of them also gives `500`. `Server` and `Date` are always
     /// sent by the server; do not add them again.
+    ///
+    /// [`Response::try_header`] says what is wrong instead, and leaves the response as
+    /// it was.
     pub fn header(&mut self, name: &str, value: &str) -> &mut Self {
-        if keel_http::is_valid_field_name(name.as_bytes())
-            && keel_http::is_valid_field_value(value.as_bytes())
-            && !is_server_owned(name)
-        {
+        if field_problem(name, value).is_none() {
             keel_http::write_field_line(&mut self.fields, name.as_bytes(), value.as_bytes());
         } else {
             self.invalid_field = true;
         }
         self
+    }
+
+    /// Adds a field line `name: value` as [`Response::header`] does, or says why it
+    /// cannot and adds nothing: the response stays as it was, and valid.
+    ///
+    /// # Errors
+    /// [`Error::InvalidField`](crate::Error::InvalidField), naming the field and the
+    /// reason: the name is not a token (RFC 9110 §5.1), the value holds a byte no field
+    /// value may (RFC 9110 §5.5: a control byte other than HTAB, such as CR or LF), or
+    /// the field is one the server sets itself (`Content-Length`, `Transfer-Encoding`,
+    /// `Connection`).
+    pub fn try_header(&mut self, name: &str, value: &str) -> Result<&mut Self, crate::Error> {
+        match field_problem(name, value) {
+            None => {
+                keel_http::write_field_line(&mut self.fields, name.as_bytes(), value.as_bytes());
+                Ok(self)
+            }
+            Some(reason) => Err(crate::Error::InvalidField {
+                name: name.escape_debug().to_string(),
+                reason,
+            }),
+        }
     }
 
     /// Adds a field line made at compile time with [`header!`](crate::header): no check
@@ -692,6 +714,19 @@ pub(crate) fn write_simple(out: &mut Vec<u8>, prefix: &Prefix, status: StatusCod
 
 /// Fields that decide the message's framing or the connection's persistence (RFC 9112
 /// §6, §9.6): only the server writes them.
+/// Why a field line `name: value` may not be added to a response, if it may not.
+fn field_problem(name: &str, value: &str) -> Option<&'static str> {
+    if !keel_http::is_valid_field_name(name.as_bytes()) {
+        Some("the name is not a token (RFC 9110 §5.1)")
+    } else if !keel_http::is_valid_field_value(value.as_bytes()) {
+        Some("the value holds a byte no field value may (RFC 9110 §5.5)")
+    } else if is_server_owned(name) {
+        Some("the server sets this field itself")
+    } else {
+        None
+    }
+}
+
 fn is_server_owned(name: &str) -> bool {
     ["content-length", "transfer-encoding", "connection"]
         .iter()
@@ -848,6 +883,36 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `try_header` says why a field line is refused and leaves the response valid,
+    /// where `header` turns the response into a 500.
+    #[test]
+    fn try_header_names_what_is_wrong_and_keeps_the_response() {
+        for (name, value, reason) in [
+            ("Bad Name", "v", "token"),
+            ("X-Split", "a\r\nSet-Cookie: x=1", "RFC 9110 §5.5"),
+            ("content-length", "5", "server sets"),
+            ("Connection", "close", "server sets"),
+        ] {
+            let mut res = Response::new();
+            match res.try_header(name, value) {
+                Err(crate::Error::InvalidField { reason: r, .. }) => {
+                    assert!(r.contains(reason), "{name}: {r}");
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+            assert_eq!(res.final_status(), StatusCode::OK, "{name}");
+            assert!(res.fields.is_empty(), "{name}");
+            res.header(name, value);
+            assert_eq!(res.final_status(), StatusCode::INTERNAL_SERVER_ERROR);
+        }
+        let mut res = Response::new();
+        res.try_header("X-Ok", "a\tb")
+            .unwrap()
+            .try_header("Y", "")
+            .unwrap();
+        assert_eq!(res.fields, b"X-Ok: a\tb\r\nY: \r\n");
+    }
 
     #[test]
     fn the_cache_gives_copies_of_its_response_within_its_byte_limit_and_drops_stale_ones() {

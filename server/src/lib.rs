@@ -213,6 +213,16 @@ pub enum Error {
     /// message says which).
     #[error("worker failed to start: {0}")]
     WorkerStart(String),
+    /// [`Response::try_header`] refused a field line: `reason` says why (the name
+    /// is not a token, the value holds a byte no field value may, or the server sets
+    /// that field itself; RFC 9110 §5.1, §5.5).
+    #[error("field {name}: {reason}")]
+    InvalidField {
+        /// The field's name, escaped as Rust's `escape_debug` does.
+        name: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
     /// A system call of the supervising parent failed.
     #[error("{op}: {source}")]
     Io {
