@@ -56,20 +56,29 @@ pub struct TcpKeepalive {
 }
 
 impl TcpKeepalive {
-    /// Checks the ranges Linux takes; the error names the field that is out of range.
+    /// Checks the ranges Linux takes.
     ///
     /// # Errors
-    /// A message such as `"idle must be whole seconds from 1 s to 32767 s"`.
-    pub fn check(&self) -> Result<(), &'static str> {
+    /// [`KeepaliveOutOfRange`] naming the first field out of range, its value and the
+    /// range Linux takes.
+    pub fn check(&self) -> Result<(), KeepaliveOutOfRange> {
         let secs = |d: Duration| d.subsec_nanos() == 0 && (1..=32_767).contains(&d.as_secs());
+        const SECONDS: &str = "whole seconds from 1 s to 32767 s";
+        let out = |field, value: String, expected| {
+            Err(KeepaliveOutOfRange {
+                field,
+                value,
+                expected,
+            })
+        };
         if !secs(self.idle) {
-            return Err("idle must be whole seconds from 1 s to 32767 s");
+            return out("idle", format!("{:?}", self.idle), SECONDS);
         }
         if !secs(self.interval) {
-            return Err("interval must be whole seconds from 1 s to 32767 s");
+            return out("interval", format!("{:?}", self.interval), SECONDS);
         }
         if !(1..=127).contains(&self.count) {
-            return Err("count must be from 1 to 127");
+            return out("count", self.count.to_string(), "from 1 to 127");
         }
         Ok(())
     }
@@ -82,6 +91,30 @@ impl TcpKeepalive {
         u32::try_from(total).unwrap_or(u32::MAX)
     }
 }
+
+/// A field of a [`TcpKeepalive`] out of the range Linux takes
+/// ([`TcpKeepalive::check`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeepaliveOutOfRange {
+    /// The field: `idle`, `interval` or `count`.
+    pub field: &'static str,
+    /// Its value, as written by `Debug` (`0ns`, `40000s`) or as a number (`count`).
+    pub value: String,
+    /// The range Linux takes, in words.
+    pub expected: &'static str,
+}
+
+impl std::fmt::Display for KeepaliveOutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is {}; it must be {}",
+            self.field, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for KeepaliveOutOfRange {}
 
 /// Turns TCP keepalive on (`SO_KEEPALIVE`) with the times and count of `keepalive`, and
 /// sets `TCP_USER_TIMEOUT` to [`TcpKeepalive::user_timeout_ms`].
@@ -449,6 +482,8 @@ mod tests {
             count: 6,
         };
         assert_eq!(ok.check(), Ok(()));
+        let e = TcpKeepalive { count: 0, ..ok }.check().unwrap_err();
+        assert_eq!((e.field, e.value.as_str()), ("count", "0"));
         let bad = [
             TcpKeepalive {
                 idle: Duration::ZERO,

@@ -205,9 +205,16 @@ pub enum Error {
     /// `workers` was 0.
     #[error("the server needs at least one worker")]
     NoWorkers,
-    /// A setting of [`Config`] is out of its range (the message names it).
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    /// A setting of [`Config`] is out of its range.
+    #[error("invalid configuration: {setting} is {value}; it must be {expected}")]
+    Config {
+        /// The setting, as a path into [`Config`] (`tcp_keepalive.count`).
+        setting: String,
+        /// Its value as given.
+        value: String,
+        /// The values it may take, in words.
+        expected: &'static str,
+    },
     /// A worker process failed to start: `fork` failed, the socket of a restarted
     /// worker could not be made, or the worker could not set up its event loop (the
     /// message says which).

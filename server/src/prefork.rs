@@ -74,8 +74,11 @@ impl Server {
             return Err(Error::NoWorkers);
         }
         if let Some(k) = &config.tcp_keepalive {
-            k.check()
-                .map_err(|e| Error::Config(format!("tcp_keepalive: {e}")))?;
+            k.check().map_err(|e| Error::Config {
+                setting: format!("tcp_keepalive.{}", e.field),
+                value: e.value,
+                expected: e.expected,
+            })?;
         }
         let bind_err = |addr| move |source| Error::Bind { addr, source };
         // First without SO_REUSEPORT: that bind fails if anything listens on the

@@ -8,7 +8,17 @@ fn bind_refuses_keepalive_settings_linux_does_not_take() {
     let ok = config.tcp_keepalive.expect("on by default");
     config.tcp_keepalive = Some(keel_server::TcpKeepalive { count: 0, ..ok });
     match keel_server::Server::bind(config) {
-        Err(keel_server::Error::Config(m)) => assert!(m.contains("count"), "{m}"),
+        Err(keel_server::Error::Config {
+            setting,
+            value,
+            expected,
+        }) => {
+            assert_eq!(
+                (setting.as_str(), value.as_str()),
+                ("tcp_keepalive.count", "0")
+            );
+            assert_eq!(expected, "from 1 to 127");
+        }
         other => panic!("{:?}", other.map(|s| s.local_addr())),
     }
 }
