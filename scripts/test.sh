@@ -26,6 +26,11 @@ done
 if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists openssl; }; then
   missing+=(libssl-dev)
 fi
+# keel-clients' PostgreSQL tests start a real server: Debian puts initdb and postgres
+# under /usr/lib/postgresql/<version>/bin, off PATH.
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  missing+=(postgresql)
+fi
 if ((${#missing[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${missing[*]}"
