@@ -23,6 +23,11 @@ pub enum Phase {
     ReceiveHead,
     /// Reading the response body (RFC 9112 §6).
     ReceiveBody,
+    /// A PostgreSQL session's startup: authentication up to the first `ReadyForQuery`
+    /// (PostgreSQL documentation §55.2.1).
+    Startup,
+    /// A PostgreSQL query, from sending it to its `ReadyForQuery` (§55.2.2).
+    Query,
 }
 
 impl fmt::Display for Phase {
@@ -34,6 +39,8 @@ impl fmt::Display for Phase {
             Phase::SendRequest => "sending the request",
             Phase::ReceiveHead => "receiving the response head",
             Phase::ReceiveBody => "receiving the response body",
+            Phase::Startup => "in the postgresql startup",
+            Phase::Query => "running a postgresql query",
         })
     }
 }
@@ -185,9 +192,27 @@ pub enum Error {
         /// The limit in bytes.
         limit: u64,
     },
+    /// PostgreSQL: the server reported an error ([`crate::pg::proto::Error::Db`], with
+    /// its SQLSTATE), authentication failed, the server's bytes broke the protocol, or
+    /// the session is closed (PostgreSQL documentation chapter 55).
+    #[cfg(feature = "pg")]
+    #[error("postgresql: {0}")]
+    Postgres(#[source] crate::pg::proto::Error),
 }
 
 impl Error {
+    /// The server's error report when this is a PostgreSQL `ErrorResponse`
+    /// ([`crate::pg::proto::Error::Db`]): SQLSTATE, severity, message, detail, hint,
+    /// position, ...
+    #[cfg(feature = "pg")]
+    #[must_use]
+    pub fn as_db_error(&self) -> Option<&crate::pg::DbError> {
+        match self {
+            Error::Postgres(crate::pg::proto::Error::Db(e)) => Some(e),
+            _ => None,
+        }
+    }
+
     /// Whether this is a [`Error::TimedOut`].
     #[must_use]
     pub fn is_timeout(&self) -> bool {

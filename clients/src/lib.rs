@@ -24,6 +24,8 @@
 mod error;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "pg")]
+pub mod pg;
 #[cfg(feature = "transport")]
 pub mod transport;
 
