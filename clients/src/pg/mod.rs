@@ -1,7 +1,602 @@
-//! PostgreSQL (feature `pg`): the I/O-free protocol core [`proto`] (PostgreSQL
-//! documentation, chapter 55 "Frontend/Backend Protocol", version 3.0). The blocking
-//! driver comes next.
+//! A blocking PostgreSQL client (feature `pg`): [`Client`] drives the I/O-free
+//! [`proto::Connection`] over a [`crate::transport::Stream`] (PostgreSQL documentation,
+//! chapter 55 "Frontend/Backend Protocol", version 3.0).
+//!
+//! What exists: TCP connections (no TLS yet: `SSLRequest` is not sent), trust, cleartext
+//! and SCRAM-SHA-256 authentication (the server's signature verified), the simple query
+//! protocol with every result of a multi-statement query, rows borrowed from the
+//! receive buffer ([`Client::simple_query_with`]) or collected
+//! ([`Client::simple_query`]), server errors as [`DbError`] with every field, notices,
+//! notifications, parameter status and `CancelRequest`. `DESIGN.md` lists what is
+//! missing.
+//!
+//! ```no_run
+//! use keel_clients::pg::{Client, Config, SimpleQueryMessage};
+//! # fn main() -> Result<(), keel_clients::Error> {
+//! let config = Config {
+//!     password: Some("secret".into()),
+//!     dbname: Some("app".into()),
+//!     ..Config::new("127.0.0.1", 5432, "alice")
+//! };
+//! let mut client = Client::connect(&config)?;
+//! for message in client.simple_query("SELECT 1 AS one; SELECT NULL")? {
+//!     if let SimpleQueryMessage::Row(row) = message {
+//!         println!("{:?}", row.get(0));
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
 
 pub mod proto;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Phase};
+use crate::transport::{self, Resolver, Stream};
+use proto::backend::{DataRowBody, RowDescriptionBody, TransactionStatus};
+use proto::{Connection, Event, StartupConfig};
+
 pub use proto::{DbError, ErrorPosition, Limits};
+
+/// Where and how to connect (the libpq parameters of the same names, PostgreSQL
+/// documentation §34.1.2). Connection strings are not parsed yet.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The host: a DNS name or an IP literal without brackets. Unix-domain sockets are
+    /// not supported yet.
+    pub host: String,
+    /// The TCP port (PostgreSQL's default is 5432).
+    pub port: u16,
+    /// The database user.
+    pub user: String,
+    /// The password, for cleartext or SCRAM-SHA-256; `None` for `trust`.
+    pub password: Option<String>,
+    /// The database; the server's default is the user name.
+    pub dbname: Option<String>,
+    /// `application_name`, shown in `pg_stat_activity`.
+    pub application_name: Option<String>,
+    /// Bounds resolving, connecting and the whole startup (authentication included).
+    pub connect_timeout: Duration,
+    /// Bounds each query, from sending it to its `ReadyForQuery`; `None` waits forever.
+    /// A query that times out leaves the connection unusable (the server may still be
+    /// running it): later calls fail with a `Closed` error.
+    pub query_timeout: Option<Duration>,
+    /// Limits on what the server may send.
+    pub limits: Limits,
+}
+
+impl Config {
+    /// A configuration for `user` at `host`:`port`, with no password, the server's
+    /// default database, a 10-second connect timeout and no query timeout.
+    #[must_use]
+    pub fn new(host: &str, port: u16, user: &str) -> Config {
+        Config {
+            host: host.to_owned(),
+            port,
+            user: user.to_owned(),
+            password: None,
+            dbname: None,
+            application_name: None,
+            connect_timeout: Duration::from_secs(10),
+            query_timeout: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// One row of a simple query: text values (PostgreSQL's text output format) and the
+/// column names of its result set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimpleQueryRow {
+    columns: Arc<[String]>,
+    values: Vec<Option<String>>,
+}
+
+impl SimpleQueryRow {
+    /// The column names, in order.
+    #[must_use]
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
+    /// The number of values.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the row has no values.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The value of column `index` (0-based) in text format; `None` for SQL NULL or an
+    /// index past the end.
+    #[must_use]
+    pub fn get(&self, index: usize) -> Option<&str> {
+        self.values.get(index)?.as_deref()
+    }
+
+    /// The value of the first column named `name`; `None` for SQL NULL or no such
+    /// column.
+    #[must_use]
+    pub fn get_by_name(&self, name: &str) -> Option<&str> {
+        let index = self.columns.iter().position(|c| c == name)?;
+        self.get(index)
+    }
+
+    /// The values in order, `None` for SQL NULL.
+    #[must_use]
+    pub fn values(&self) -> &[Option<String>] {
+        &self.values
+    }
+}
+
+/// One result message of [`Client::simple_query`], in the order the server sent them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SimpleQueryMessage {
+    /// A statement returning rows starts a result set with these column names
+    /// (`RowDescription`), even when no row follows.
+    RowDescription(Arc<[String]>),
+    /// One row (`DataRow`).
+    Row(SimpleQueryRow),
+    /// A statement finished (`CommandComplete`) with this command tag (`SELECT 2`,
+    /// `INSERT 0 1`, `CREATE TABLE`, ...).
+    CommandComplete(String),
+    /// The query string held no statement (`EmptyQueryResponse`).
+    EmptyQuery,
+}
+
+/// The number of rows a command tag reports (`SELECT 5`, `INSERT 0 5`, `UPDATE 5`,
+/// `COPY 5`, ...), or `None` for a tag without one (`CREATE TABLE`) (§55.7,
+/// `CommandComplete`).
+#[must_use]
+pub fn rows_affected(tag: &str) -> Option<u64> {
+    let (verb, rest) = tag.split_once(' ')?;
+    match verb {
+        "INSERT" => rest.split_once(' ')?.1.parse().ok(),
+        "SELECT" | "UPDATE" | "DELETE" | "MERGE" | "MOVE" | "FETCH" | "COPY" => rest.parse().ok(),
+        _ => None,
+    }
+}
+
+/// One message of [`Client::simple_query_with`], borrowing from the receive buffer
+/// (nothing is copied; the bytes are gone when the callback returns).
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub enum SimpleQueryEvent<'a> {
+    /// `RowDescription`: the columns of the rows that follow.
+    RowDescription(RowDescriptionBody<'a>),
+    /// `DataRow`: one row, its values in text format (`None` for SQL NULL); the column
+    /// count matches the `RowDescription`.
+    DataRow(DataRowBody<'a>),
+    /// `CommandComplete` with its command tag.
+    CommandComplete(&'a str),
+    /// `EmptyQueryResponse`.
+    EmptyQuery,
+}
+
+/// A `NOTIFY` received on a channel this session listens on (§55.2.7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notification {
+    /// The process ID of the notifying backend.
+    pub process_id: i32,
+    /// The channel.
+    pub channel: String,
+    /// The payload.
+    pub payload: String,
+}
+
+/// What [`CancelToken::cancel`] needs: where the server is and the session's key.
+#[derive(Clone, Debug)]
+pub struct CancelToken {
+    host: String,
+    port: u16,
+    process_id: i32,
+    secret_key: i32,
+    connect_timeout: Duration,
+}
+
+impl CancelToken {
+    /// Asks the server to cancel the query the session is running, by sending a
+    /// `CancelRequest` on a new connection (§55.2.8). The server answers nothing; if a
+    /// query was running, it fails with SQLSTATE `57014` (`query_canceled`). Nothing
+    /// happens when the session is idle.
+    ///
+    /// # Errors
+    ///
+    /// As [`transport::connect`] for the new connection, and [`Error::Net`] with
+    /// [`Phase::SendRequest`] when the request cannot be written.
+    pub fn cancel(&self) -> Result<(), Error> {
+        let deadline = Instant::now() + self.connect_timeout;
+        let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
+        let mut stream = transport::connect(&resolver, &self.host, self.port, None, deadline)?;
+        let mut out = Vec::with_capacity(16);
+        proto::frontend::cancel_request(&mut out, self.process_id, self.secret_key);
+        stream.write_all_before(&out, deadline, Phase::SendRequest)?;
+        // The server closes the connection after reading the request; wait for that so
+        // the cancel has been seen when this returns.
+        let mut byte = [0u8; 1];
+        let _ = stream.read_before(&mut byte, deadline, Phase::SendRequest);
+        Ok(())
+    }
+}
+
+/// The most notices and notifications kept between calls to
+/// [`Client::take_notices`] / [`Client::take_notifications`]; older ones are dropped.
+const MAX_KEPT: usize = 1024;
+
+/// The first size of the receive buffer; it grows only for a message larger than it,
+/// up to [`Limits::max_message_len`] plus the 5-byte header.
+const INITIAL_BUFFER: usize = 16 * 1024;
+
+/// A blocking connection to a PostgreSQL server.
+///
+/// Every call blocks until the server's reply is complete. After a fatal error (a
+/// broken protocol, a lost connection, a timeout, a `FATAL` from the server) every
+/// later call fails with the same error or [`proto::Error::Closed`]; a statement's
+/// error (`ERROR` severity) leaves the connection usable.
+#[derive(Debug)]
+pub struct Client {
+    stream: Stream,
+    conn: Connection,
+    rbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+    wbuf: Vec<u8>,
+    max_buffer: usize,
+    parameters: HashMap<String, String>,
+    notices: Vec<DbError>,
+    notifications: Vec<Notification>,
+    host: String,
+    port: u16,
+    connect_timeout: Duration,
+    query_timeout: Option<Duration>,
+}
+
+fn pg(e: proto::Error) -> Error {
+    Error::Postgres(e)
+}
+
+impl Client {
+    /// Connects to the server and runs the startup (§55.2.1): `StartupMessage`,
+    /// authentication (trust, cleartext password or SCRAM-SHA-256, whichever the server
+    /// asks for), then waits for `ReadyForQuery`, all within `config.connect_timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`transport::connect`] for reaching the server; [`Error::Postgres`] with
+    /// [`proto::Error::Db`] when the server refuses the session (a wrong password is
+    /// SQLSTATE `28P01`, an unknown database `3D000`), with an authentication error
+    /// ([`proto::Error::PasswordRequired`], [`proto::Error::Scram`], ...) or a protocol
+    /// error; [`Error::TimedOut`] with [`Phase::Startup`].
+    pub fn connect(config: &Config) -> Result<Client, Error> {
+        let deadline = Instant::now() + config.connect_timeout;
+        let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
+        let stream = transport::connect(&resolver, &config.host, config.port, None, deadline)?;
+        let mut nonce = [0u8; 24];
+        openssl::rand::rand_bytes(&mut nonce).map_err(|_| {
+            pg(proto::Error::Scram {
+                reason: "no random bytes for the nonce",
+            })
+        })?;
+        use base64::Engine as _;
+        let conn = Connection::new(StartupConfig {
+            user: config.user.clone(),
+            password: config.password.as_ref().map(|p| p.as_bytes().to_vec()),
+            database: config.dbname.clone(),
+            application_name: config.application_name.clone(),
+            scram_nonce: base64::engine::general_purpose::STANDARD.encode(nonce),
+            limits: config.limits,
+        })
+        .map_err(pg)?;
+        let mut client = Client {
+            stream,
+            conn,
+            rbuf: vec![0; INITIAL_BUFFER],
+            start: 0,
+            end: 0,
+            wbuf: Vec::new(),
+            max_buffer: config.limits.max_message_len.saturating_add(5),
+            parameters: HashMap::new(),
+            notices: Vec::new(),
+            notifications: Vec::new(),
+            host: config.host.clone(),
+            port: config.port,
+            connect_timeout: config.connect_timeout,
+            query_timeout: config.query_timeout,
+        };
+        client.run(deadline, Phase::Startup, |event| {
+            Ok(matches!(event, Event::Ready { .. }))
+        })?;
+        Ok(client)
+    }
+
+    /// Sends `sql` as one `Query` (§55.2.2; several statements separated by `;` run in
+    /// one implicit transaction unless they control it) and collects every result
+    /// message in order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Postgres`] with [`proto::Error::Db`] when a statement failed (the
+    /// statements after it did not run; the rows of the ones before are dropped; the
+    /// connection stays usable); [`proto::Error::InvalidInput`] when `sql` holds a NUL;
+    /// a protocol error, [`Error::Net`], [`Error::Tls`] or [`Error::TimedOut`] with
+    /// [`Phase::Query`], after which the connection is unusable.
+    pub fn simple_query(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>, Error> {
+        let mut messages = Vec::new();
+        let mut columns: Arc<[String]> = Arc::from(Vec::new());
+        self.simple_query_with(sql, |event| match event {
+            SimpleQueryEvent::RowDescription(body) => {
+                columns = body.fields().map(|f| f.name.to_owned()).collect();
+                messages.push(SimpleQueryMessage::RowDescription(columns.clone()));
+            }
+            SimpleQueryEvent::DataRow(row) => {
+                let values = row
+                    .values()
+                    .map(|v| v.map(|v| String::from_utf8_lossy(v).into_owned()))
+                    .collect();
+                messages.push(SimpleQueryMessage::Row(SimpleQueryRow {
+                    columns: columns.clone(),
+                    values,
+                }));
+            }
+            SimpleQueryEvent::CommandComplete(tag) => {
+                messages.push(SimpleQueryMessage::CommandComplete(tag.to_owned()));
+            }
+            SimpleQueryEvent::EmptyQuery => messages.push(SimpleQueryMessage::EmptyQuery),
+        })?;
+        Ok(messages)
+    }
+
+    /// Sends `sql` as one `Query` and gives each result message to `on_message` as it
+    /// arrives, borrowing from the receive buffer: rows are never collected, so a large
+    /// result takes no more memory than its largest row. Text values are in the
+    /// server's text format, UTF-8 (the client sets `client_encoding` to `UTF8`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::simple_query`]; when a statement fails, the messages before the
+    /// error were already given to `on_message`.
+    pub fn simple_query_with(
+        &mut self,
+        sql: &str,
+        mut on_message: impl FnMut(SimpleQueryEvent<'_>),
+    ) -> Result<(), Error> {
+        let id = self.conn.simple_query(sql).map_err(pg)?;
+        let deadline = self
+            .query_timeout
+            .map_or_else(far_future, |t| Instant::now() + t);
+        let mut failure = None;
+        self.run(deadline, Phase::Query, |event| {
+            match event {
+                Event::RowDescription { request, columns } if request == id => {
+                    on_message(SimpleQueryEvent::RowDescription(columns));
+                }
+                Event::DataRow { request, row } if request == id => {
+                    on_message(SimpleQueryEvent::DataRow(row));
+                }
+                Event::CommandComplete { request, tag } if request == id => {
+                    on_message(SimpleQueryEvent::CommandComplete(tag));
+                }
+                Event::EmptyQueryResponse { request } if request == id => {
+                    on_message(SimpleQueryEvent::EmptyQuery);
+                }
+                Event::QueryError { request, error } if request == id => failure = Some(error),
+                Event::ReadyForQuery { request, .. } if request == id => return Ok(true),
+                // One request at a time is outstanding (`&mut self`), and the machine
+                // names the request each reply answers.
+                _ => {
+                    return Err(pg(proto::Error::UnexpectedMessage {
+                        kind: b'?',
+                        state: "for another request",
+                    }))
+                }
+            }
+            Ok(false)
+        })?;
+        match failure {
+            Some(error) => Err(pg(proto::Error::Db(error))),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves bytes between the socket and the machine until `on_event` returns
+    /// `Ok(true)`. Notices, notifications and parameter status are kept here and not
+    /// passed on. Any error other than a statement's leaves the machine failed.
+    fn run(
+        &mut self,
+        deadline: Instant,
+        phase: Phase,
+        mut on_event: impl FnMut(Event<'_>) -> Result<bool, Error>,
+    ) -> Result<(), Error> {
+        let result = (|| loop {
+            if self.conn.wants_write() {
+                self.conn.poll_transmit(&mut self.wbuf);
+                let sent = self.stream.write_all_before(&self.wbuf, deadline, phase);
+                self.wbuf.clear();
+                sent?;
+            }
+            match self
+                .conn
+                .feed(&self.rbuf[self.start..self.end])
+                .map_err(pg)?
+            {
+                Some(input) => {
+                    let done = match input.event {
+                        Event::Notice(notice) => {
+                            keep(&mut self.notices, *notice);
+                            false
+                        }
+                        Event::Notification {
+                            process_id,
+                            channel,
+                            payload,
+                        } => {
+                            keep(
+                                &mut self.notifications,
+                                Notification {
+                                    process_id,
+                                    channel: channel.to_owned(),
+                                    payload: payload.to_owned(),
+                                },
+                            );
+                            false
+                        }
+                        Event::ParameterStatus { name, value } => {
+                            self.parameters.insert(name.to_owned(), value.to_owned());
+                            false
+                        }
+                        event => on_event(event)?,
+                    };
+                    self.start += input.consumed;
+                    if done {
+                        return Ok(());
+                    }
+                }
+                None => self.fill(deadline, phase)?,
+            }
+        })();
+        if result.is_err() {
+            // The machine's own errors are already sticky inside it (this keeps them);
+            // after a socket error or a timeout its state is unknown: close it.
+            self.conn.handle_eof();
+        }
+        result
+    }
+
+    /// Reads more bytes after the unconsumed ones, compacting and growing the buffer
+    /// as needed (never past the largest message allowed).
+    fn fill(&mut self, deadline: Instant, phase: Phase) -> Result<(), Error> {
+        if self.start > 0 {
+            self.rbuf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end == self.rbuf.len() {
+            // The parser refuses a header announcing more than the limit, so a
+            // whole message never needs more than `max_buffer` bytes.
+            let grown = (self.rbuf.len() * 2).min(self.max_buffer.max(self.rbuf.len() + 1));
+            self.rbuf.resize(grown, 0);
+        }
+        let n = self
+            .stream
+            .read_before(&mut self.rbuf[self.end..], deadline, phase)?;
+        if n == 0 {
+            self.conn.handle_eof();
+            return Err(pg(proto::Error::Closed));
+        }
+        self.end += n;
+        Ok(())
+    }
+
+    /// The current value of a run-time parameter the server reports (`server_version`,
+    /// `TimeZone`, `client_encoding`, `application_name`, ...; §55.2.7).
+    #[must_use]
+    pub fn parameter(&self, name: &str) -> Option<&str> {
+        self.parameters.get(name).map(String::as_str)
+    }
+
+    /// The notices (`NoticeResponse`: warnings, `RAISE NOTICE`, ...) received since the
+    /// last call, oldest first; at most 1024 are kept.
+    pub fn take_notices(&mut self) -> Vec<DbError> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// The notifications (`LISTEN`/`NOTIFY`) received since the last call, oldest
+    /// first; at most 1024 are kept. They arrive only while a call reads from the
+    /// server.
+    pub fn take_notifications(&mut self) -> Vec<Notification> {
+        std::mem::take(&mut self.notifications)
+    }
+
+    /// The transaction status after the last query.
+    #[must_use]
+    pub fn transaction_status(&self) -> TransactionStatus {
+        self.conn.transaction_status()
+    }
+
+    /// Whether the connection failed or was closed and can no longer be used.
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.conn.error().is_some()
+    }
+
+    /// A token to cancel this session's running query from another thread, or `None`
+    /// when the server sent no `BackendKeyData`.
+    #[must_use]
+    pub fn cancel_token(&self) -> Option<CancelToken> {
+        let (process_id, secret_key) = self.conn.backend_key()?;
+        Some(CancelToken {
+            host: self.host.clone(),
+            port: self.port,
+            process_id,
+            secret_key,
+            connect_timeout: self.connect_timeout,
+        })
+    }
+
+    /// The size of the receive buffer in bytes: it starts at 16 KiB and grows only
+    /// for a message larger than it.
+    #[must_use]
+    pub fn receive_buffer_size(&self) -> usize {
+        self.rbuf.len()
+    }
+
+    /// Ends the session: sends `Terminate` (§55.2.11), waiting at most a second, and
+    /// closes the connection. Dropping a `Client` does the same.
+    pub fn close(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        if self.conn.error().is_none() {
+            self.conn.terminate();
+            self.wbuf.clear();
+            self.conn.poll_transmit(&mut self.wbuf);
+            let deadline = Instant::now() + Duration::from_secs(1);
+            let _ = self
+                .stream
+                .write_all_before(&self.wbuf, deadline, Phase::Query);
+            self.stream.close();
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+fn keep<T>(list: &mut Vec<T>, item: T) {
+    if list.len() >= MAX_KEPT {
+        list.remove(0);
+    }
+    list.push(item);
+}
+
+/// A deadline that never comes in practice (a century from now).
+fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(100 * 365 * 86_400))
+        .unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_tags() {
+        assert_eq!(rows_affected("SELECT 10000"), Some(10_000));
+        assert_eq!(rows_affected("INSERT 0 3"), Some(3));
+        assert_eq!(rows_affected("UPDATE 0"), Some(0));
+        assert_eq!(rows_affected("CREATE TABLE"), None);
+        assert_eq!(rows_affected("BEGIN"), None);
+    }
+}

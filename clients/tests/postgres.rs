@@ -1,0 +1,622 @@
+//! The PostgreSQL client against a real PostgreSQL server that the tests start
+//! themselves: `initdb` with SCRAM-SHA-256 in a temporary directory (plus a `password`
+//! line in `pg_hba.conf` for one cleartext user), `pg_ctl start` on 127.0.0.1 with a
+//! free port and a private Unix socket directory, `pg_ctl stop` when the last test using
+//! it ends. As root, the server runs as the `postgres` system user (PostgreSQL refuses to
+//! run as root).
+//!
+//! Needs `initdb` and `pg_ctl` on `PATH` or under `/usr/lib/postgresql/*/bin` (Debian
+//! package `postgresql`); fails naming the package when they are missing.
+#![cfg(feature = "pg")]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use keel_clients::pg::proto::{self, backend::TransactionStatus};
+use keel_clients::pg::{Client, Config, SimpleQueryEvent, SimpleQueryMessage};
+use keel_clients::{Error, Phase};
+
+const SUPERUSER: &str = "keel";
+const PASSWORD: &str = "s3cret-pass";
+const CLEARTEXT_USER: &str = "clear_user";
+const CLEARTEXT_PASSWORD: &str = "clear-pass";
+
+/// A running server, and the number of tests using it.
+struct Server {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    run_as: Option<String>,
+}
+
+struct Shared {
+    server: Option<Server>,
+    users: usize,
+}
+
+static SHARED: Mutex<Shared> = Mutex::new(Shared {
+    server: None,
+    users: 0,
+});
+
+/// A test's hold on the shared server; the last one to drop stops it.
+struct ServerRef {
+    port: u16,
+}
+
+impl Drop for ServerRef {
+    fn drop(&mut self) {
+        let mut shared = lock();
+        shared.users -= 1;
+        if shared.users == 0 {
+            if let Some(server) = shared.server.take() {
+                server.stop();
+            }
+        }
+    }
+}
+
+fn lock() -> MutexGuard<'static, Shared> {
+    SHARED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn server() -> ServerRef {
+    let mut shared = lock();
+    if shared.server.is_none() {
+        shared.server = Some(Server::start());
+    }
+    shared.users += 1;
+    ServerRef {
+        port: shared.server.as_ref().map_or(0, |s| s.port),
+    }
+}
+
+/// The directory holding `initdb` and `pg_ctl`: on `PATH`, or Debian's
+/// `/usr/lib/postgresql/<version>/bin` (the newest).
+fn find_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            if dir.join("initdb").is_file() && dir.join("pg_ctl").is_file() {
+                return dir;
+            }
+        }
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    match found.pop() {
+        Some((_, bin)) => bin,
+        None => panic!(
+            "these tests need PostgreSQL's initdb and pg_ctl: install the Debian package \
+             `postgresql` (apt-get install postgresql)"
+        ),
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+impl Server {
+    /// A command running `program` from the PostgreSQL bin directory, as the server's
+    /// user, bounded by coreutils' `timeout`.
+    fn command(bin: &Path, run_as: Option<&str>, limit_secs: u32, program: &str) -> Command {
+        let mut cmd = Command::new("timeout");
+        cmd.arg(limit_secs.to_string());
+        if let Some(user) = run_as {
+            cmd.args(["runuser", "-u", user, "--"]);
+        }
+        cmd.arg(bin.join(program));
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(mut cmd: Command, what: &str) {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            out.status.success(),
+            "{what} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn start() -> Server {
+        let bin = find_bin();
+        let run_as = if is_root() {
+            let exists = Command::new("id")
+                .arg("postgres")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(
+                exists,
+                "running as root: PostgreSQL refuses root, and there is no `postgres` user to \
+                 run it as (the Debian package `postgresql` creates one)"
+            );
+            Some("postgres".to_owned())
+        } else {
+            None
+        };
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("keel-pg-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create temp dir");
+        let sockets = dir.join("sockets");
+        std::fs::create_dir(&sockets).expect("create socket dir");
+        let pwfile = dir.join("pwfile");
+        std::fs::write(&pwfile, format!("{PASSWORD}\n")).expect("write pwfile");
+        if let Some(user) = &run_as {
+            let chown = Command::new("chown")
+                .args(["-R", user])
+                .arg(&dir)
+                .status()
+                .expect("chown");
+            assert!(chown.success(), "chown {user} {}", dir.display());
+        }
+        let data = dir.join("data");
+        let mut initdb = Self::command(&bin, run_as.as_deref(), 120, "initdb");
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", SUPERUSER, "--auth=scram-sha-256", "--no-sync"])
+            .arg(format!("--pwfile={}", pwfile.display()));
+        Self::run(initdb, "initdb");
+        // The cleartext user's line goes first: pg_hba.conf is read top to bottom.
+        let hba = data.join("pg_hba.conf");
+        let rest = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        std::fs::write(
+            &hba,
+            format!("host all {CLEARTEXT_USER} 127.0.0.1/32 password\n{rest}"),
+        )
+        .expect("write pg_hba.conf");
+
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let mut start = Self::command(&bin, run_as.as_deref(), 90, "pg_ctl");
+        start
+            .arg("start")
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(dir.join("log"))
+            .args(["-w", "-t", "60", "-o"])
+            .arg(format!(
+                "-h 127.0.0.1 -p {port} -k {} -c fsync=off -c max_connections=40",
+                sockets.display()
+            ));
+        let server = Server {
+            dir,
+            bin,
+            port,
+            run_as,
+        };
+        Self::run(start, "pg_ctl start");
+        server.setup();
+        server
+    }
+
+    fn setup(&self) {
+        let mut client = connect(self.port, SUPERUSER, Some(PASSWORD));
+        client
+            .simple_query(&format!(
+                "CREATE ROLE {CLEARTEXT_USER} LOGIN PASSWORD '{CLEARTEXT_PASSWORD}'"
+            ))
+            .expect("create cleartext user");
+    }
+
+    fn stop(&self) {
+        let mut stop = Self::command(&self.bin, self.run_as.as_deref(), 60, "pg_ctl");
+        stop.arg("stop")
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-m", "fast", "-w", "-t", "30"]);
+        let _ = stop.output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn config(port: u16, user: &str, password: Option<&str>) -> Config {
+    Config {
+        password: password.map(str::to_owned),
+        dbname: Some("postgres".into()),
+        application_name: Some("keel-test".into()),
+        connect_timeout: Duration::from_secs(20),
+        query_timeout: Some(Duration::from_secs(60)),
+        ..Config::new("127.0.0.1", port, user)
+    }
+}
+
+fn connect(port: u16, user: &str, password: Option<&str>) -> Client {
+    Client::connect(&config(port, user, password)).expect("connect")
+}
+
+fn rows(messages: &[SimpleQueryMessage]) -> Vec<Vec<Option<String>>> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(row) => Some(row.values().to_vec()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn db_code(e: &Error) -> &str {
+    e.as_db_error()
+        .map_or_else(|| panic!("not a server error: {e:?}"), |d| d.code.as_str())
+}
+
+#[test]
+fn scram_login_and_select_1() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    assert!(client.parameter("server_version").is_some());
+    assert_eq!(client.parameter("client_encoding"), Some("UTF8"));
+    assert_eq!(client.parameter("application_name"), Some("keel-test"));
+    let messages = client.simple_query("SELECT 1").unwrap();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    let SimpleQueryMessage::RowDescription(columns) = &messages[0] else {
+        panic!("{messages:?}")
+    };
+    assert_eq!(&columns[..], ["?column?".to_owned()]);
+    let SimpleQueryMessage::Row(row) = &messages[1] else {
+        panic!("{messages:?}")
+    };
+    assert_eq!(row.get(0), Some("1"));
+    assert_eq!(row.get_by_name("?column?"), Some("1"));
+    assert_eq!(
+        messages[2],
+        SimpleQueryMessage::CommandComplete("SELECT 1".into())
+    );
+    // The server agrees it was SCRAM.
+    let auth = client
+        .simple_query(
+            "SELECT rolpassword LIKE 'SCRAM-SHA-256$%' FROM pg_authid WHERE rolname = current_user",
+        )
+        .unwrap();
+    assert_eq!(rows(&auth), [[Some("t".to_owned())]]);
+    assert_eq!(client.transaction_status(), TransactionStatus::Idle);
+    client.close();
+}
+
+#[test]
+fn wrong_password_is_28p01() {
+    let server = server();
+    let err = Client::connect(&config(server.port, SUPERUSER, Some("wrong"))).unwrap_err();
+    assert_eq!(db_code(&err), "28P01", "{err}");
+    assert_eq!(err.as_db_error().unwrap().severity, "FATAL");
+    let err = Client::connect(&config(server.port, SUPERUSER, None)).unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::PasswordRequired)),
+        "{err:?}"
+    );
+    let err = Client::connect(&Config {
+        dbname: Some("no_such_db".into()),
+        ..config(server.port, SUPERUSER, Some(PASSWORD))
+    })
+    .unwrap_err();
+    assert_eq!(db_code(&err), "3D000", "{err}");
+}
+
+#[test]
+fn cleartext_login() {
+    let server = server();
+    let mut client = connect(server.port, CLEARTEXT_USER, Some(CLEARTEXT_PASSWORD));
+    let messages = client.simple_query("SELECT current_user").unwrap();
+    assert_eq!(rows(&messages), [[Some(CLEARTEXT_USER.to_owned())]]);
+    let err = Client::connect(&config(server.port, CLEARTEXT_USER, Some("nope"))).unwrap_err();
+    assert_eq!(db_code(&err), "28P01", "{err}");
+}
+
+#[test]
+fn multi_statement_query_nulls_and_empty() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    let messages = client
+        .simple_query(
+            "CREATE TEMP TABLE t (a int, b text);
+             INSERT INTO t VALUES (1, NULL), (2, ''), (3, 'x''y');
+             SELECT a, b FROM t ORDER BY a;
+             SELECT NULL::int AS n WHERE false;
+             SELECT NULL AS n, 'é' AS e",
+        )
+        .unwrap();
+    let tags: Vec<_> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::CommandComplete(tag) => Some(tag.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        tags,
+        [
+            "CREATE TABLE",
+            "INSERT 0 3",
+            "SELECT 3",
+            "SELECT 0",
+            "SELECT 1"
+        ]
+    );
+    assert_eq!(keel_clients::pg::rows_affected(tags[1]), Some(3));
+    let descriptions = messages
+        .iter()
+        .filter(|m| matches!(m, SimpleQueryMessage::RowDescription(_)))
+        .count();
+    assert_eq!(descriptions, 3, "an empty result still has its description");
+    let s = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        rows(&messages),
+        [
+            vec![s("1"), None],
+            vec![s("2"), s("")],
+            vec![s("3"), s("x'y")],
+            vec![None, s("é")],
+        ]
+    );
+    let SimpleQueryMessage::Row(row) = &messages[4] else {
+        panic!("{messages:?}")
+    };
+    assert_eq!(row.columns(), ["a", "b"]);
+    assert_eq!(
+        client.simple_query("").unwrap(),
+        [SimpleQueryMessage::EmptyQuery]
+    );
+    assert_eq!(
+        client.simple_query(";").unwrap(),
+        [SimpleQueryMessage::EmptyQuery]
+    );
+    // A NUL cannot be sent; the connection stays usable.
+    let err = client.simple_query("SELECT '\0'").unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::InvalidInput { .. })),
+        "{err:?}"
+    );
+    assert_eq!(rows(&client.simple_query("SELECT 5").unwrap()), [[s("5")]]);
+}
+
+#[test]
+fn error_mid_batch_then_usable() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    let mut seen = Vec::new();
+    let err = client
+        .simple_query_with("SELECT 1; SELECT * FROM missing_table; SELECT 2", |event| {
+            if let SimpleQueryEvent::CommandComplete(tag) = event {
+                seen.push(tag.to_owned());
+            }
+        })
+        .unwrap_err();
+    assert_eq!(db_code(&err), "42P01", "{err}");
+    let db = err.as_db_error().unwrap();
+    assert_eq!(db.severity, "ERROR");
+    assert!(db.message.contains("missing_table"), "{db}");
+    assert_eq!(db.position, Some(proto::ErrorPosition::Original(25)));
+    // The statement before ran, the one after did not.
+    assert_eq!(seen, ["SELECT 1"]);
+    assert!(!client.is_closed());
+    assert_eq!(
+        rows(&client.simple_query("SELECT 3").unwrap()),
+        [[Some("3".to_owned())]]
+    );
+
+    // Detail and hint come through.
+    let err = client
+        .simple_query(
+            "DO $$ BEGIN RAISE EXCEPTION 'boom' USING DETAIL = 'the detail', HINT = 'a hint', \
+             ERRCODE = '22012'; END $$",
+        )
+        .unwrap_err();
+    let db = err.as_db_error().unwrap();
+    assert_eq!((db.code.as_str(), db.message.as_str()), ("22012", "boom"));
+    assert_eq!(db.detail.as_deref(), Some("the detail"));
+    assert_eq!(db.hint.as_deref(), Some("a hint"));
+
+    // An error inside an explicit transaction: the status says so until ROLLBACK.
+    let err = client.simple_query("BEGIN; SELECT 1/0").unwrap_err();
+    assert_eq!(db_code(&err), "22012");
+    assert_eq!(client.transaction_status(), TransactionStatus::Failed);
+    let err = client.simple_query("SELECT 1").unwrap_err();
+    assert_eq!(db_code(&err), "25P02");
+    client.simple_query("ROLLBACK").unwrap();
+    assert_eq!(client.transaction_status(), TransactionStatus::Idle);
+}
+
+#[test]
+fn notices_and_notifications() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    client
+        .simple_query(
+            "DO $$ BEGIN RAISE NOTICE 'hello %', 42; RAISE WARNING 'careful' USING HINT = 'h'; END $$",
+        )
+        .unwrap();
+    let notices = client.take_notices();
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert_eq!(
+        (
+            notices[0].severity.as_str(),
+            notices[0].code.as_str(),
+            notices[0].message.as_str()
+        ),
+        ("NOTICE", "00000", "hello 42")
+    );
+    assert_eq!(notices[1].severity, "WARNING");
+    assert_eq!(notices[1].hint.as_deref(), Some("h"));
+    assert!(client.take_notices().is_empty());
+
+    client
+        .simple_query("LISTEN keel_channel; NOTIFY keel_channel, 'payload 1'")
+        .unwrap();
+    let notifications = client.take_notifications();
+    assert_eq!(notifications.len(), 1, "{notifications:?}");
+    assert_eq!(notifications[0].channel, "keel_channel");
+    assert_eq!(notifications[0].payload, "payload 1");
+}
+
+#[test]
+fn large_result_is_streamed() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    let before = client.receive_buffer_size();
+    let mut count = 0u64;
+    let mut sum = 0u64;
+    let mut tag = String::new();
+    client
+        .simple_query_with(
+            "SELECT g, repeat('x', 200) FROM generate_series(1, 10000) g",
+            |event| match event {
+                SimpleQueryEvent::DataRow(row) => {
+                    let mut values = row.values();
+                    let g = values.next().flatten().unwrap();
+                    sum += std::str::from_utf8(g).unwrap().parse::<u64>().unwrap();
+                    assert_eq!(values.next().flatten().map(<[u8]>::len), Some(200));
+                    count += 1;
+                }
+                SimpleQueryEvent::CommandComplete(t) => tag = t.to_owned(),
+                _ => {}
+            },
+        )
+        .unwrap();
+    assert_eq!(count, 10_000);
+    assert_eq!(sum, 10_000 * 10_001 / 2);
+    assert_eq!(tag, "SELECT 10000");
+    // About 2 MB went through a buffer that never grew: no message is larger than it.
+    assert_eq!(client.receive_buffer_size(), before);
+
+    // A row larger than the buffer grows it, and only to that row's size.
+    let messages = client.simple_query("SELECT repeat('y', 100000)").unwrap();
+    assert_eq!(
+        rows(&messages)[0][0].as_deref().map(str::len),
+        Some(100_000)
+    );
+    assert!(client.receive_buffer_size() <= 4 * 100_000);
+
+    // Collected, too.
+    let messages = client
+        .simple_query("SELECT g FROM generate_series(1, 10000) g")
+        .unwrap();
+    assert_eq!(rows(&messages).len(), 10_000);
+}
+
+#[test]
+fn message_limit_is_enforced() {
+    let server = server();
+    let mut client = Client::connect(&Config {
+        limits: {
+            let mut limits = proto::Limits::default();
+            limits.max_message_len = 64 * 1024;
+            limits
+        },
+        ..config(server.port, SUPERUSER, Some(PASSWORD))
+    })
+    .unwrap();
+    let err = client
+        .simple_query("SELECT repeat('z', 100000)")
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Postgres(proto::Error::MessageTooLong {
+                kind: b'D',
+                limit: 65536,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert!(client.is_closed());
+    assert!(client.receive_buffer_size() <= 64 * 1024 + 5);
+    let err = client.simple_query("SELECT 1").unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::MessageTooLong { .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn cancel_and_query_timeout() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    let token = client.cancel_token().expect("backend key data");
+    let started = Instant::now();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        token.cancel()
+    });
+    let err = client.simple_query("SELECT pg_sleep(30)").unwrap_err();
+    canceller.join().unwrap().unwrap();
+    assert_eq!(db_code(&err), "57014", "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(
+        rows(&client.simple_query("SELECT 7").unwrap()),
+        [[Some("7".to_owned())]]
+    );
+
+    let mut client = Client::connect(&Config {
+        query_timeout: Some(Duration::from_millis(300)),
+        ..config(server.port, SUPERUSER, Some(PASSWORD))
+    })
+    .unwrap();
+    let err = client.simple_query("SELECT pg_sleep(3)").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::TimedOut {
+                phase: Phase::Query
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(client.is_closed());
+    let err = client.simple_query("SELECT 1").unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::Closed)),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn terminated_backend_is_a_fatal_error() {
+    let server = server();
+    let mut victim = connect(server.port, SUPERUSER, Some(PASSWORD));
+    let pid = rows(&victim.simple_query("SELECT pg_backend_pid()").unwrap())[0][0]
+        .clone()
+        .unwrap();
+    let mut admin = connect(server.port, SUPERUSER, Some(PASSWORD));
+    admin
+        .simple_query(&format!("SELECT pg_terminate_backend({pid})"))
+        .unwrap();
+    let err = victim.simple_query("SELECT 1").unwrap_err();
+    // The FATAL 57P01 if it was read, else the closed connection.
+    match err.as_db_error() {
+        Some(db) => assert_eq!((db.code.as_str(), db.severity.as_str()), ("57P01", "FATAL")),
+        None => assert!(
+            matches!(
+                err,
+                Error::Postgres(proto::Error::Closed) | Error::Net { .. }
+            ),
+            "{err:?}"
+        ),
+    }
+    assert!(victim.is_closed());
+}
