@@ -1,12 +1,15 @@
 //! keel-clients: protocol clients, each an I/O-free core driven by thin blocking
-//! drivers. Today: an HTTP/1.1 and HTTPS client ([`http`], feature `http`, on by
-//! default) and the transport every client shares ([`transport`], feature
-//! `transport`): connect by host name with Happy Eyeballs, optional TLS, one deadline.
+//! drivers. Today: an HTTP/1.1 and HTTPS client (`http`, feature `http`, on by
+//! default), the foundation of a PostgreSQL client (`pg`, feature `pg`: the I/O-free
+//! `pg::proto` and a blocking `pg::Client` for simple queries), and the transport
+//! every client shares ([`transport`], feature `transport`): connect by host name with
+//! Happy Eyeballs, optional TLS, one deadline.
 //!
 //! The HTTP driver never parses HTTP itself: it drives
 //! [`keel_http::ClientConnection`], which makes every framing decision, over a
-//! [`transport::Stream`]. PostgreSQL, Redis and LLM API clients are planned, not
-//! written; `DESIGN.md` in this crate says what exists and what is still to come.
+//! [`transport::Stream`]; the PostgreSQL driver drives `pg::proto::Connection` the
+//! same way. Redis and LLM API clients are planned, not written; `DESIGN.md` in this
+//! crate says what exists and what is still to come.
 //!
 //! ```text
 //!   http::Client ──► transport::connect ──► keel_net (DNS, Happy Eyeballs, TCP)
