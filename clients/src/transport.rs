@@ -35,13 +35,16 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use keel_net::happy_eyeballs::{self, connect_by_name};
-use keel_net::TcpStream;
 use keel_tls::{Certificate, ClientConfig, ServerName, TlsStream};
 
 pub use keel_net::dns::Resolver;
 /// keel-net's error, the cause inside [`Error::Resolve`], [`Error::Connect`] and
 /// [`Error::Net`].
 pub use keel_net::Error as NetError;
+/// A connected TCP stream, as [`connect_tcp`] gives it.
+pub use keel_net::TcpStream;
+/// A TLS client configuration, as [`tls_config`] makes it.
+pub use keel_tls::ClientConfig as TlsConfig;
 /// keel-tls's error, the cause inside [`Error::TlsHandshake`], [`Error::Tls`] and
 /// [`Error::TlsConfig`].
 pub use keel_tls::Error as TlsError;
@@ -124,6 +127,27 @@ pub fn connect(
     tls: Option<&ClientConfig>,
     deadline: Instant,
 ) -> Result<Stream, Error> {
+    let tcp = connect_tcp(resolver, host, port, deadline)?;
+    match tls {
+        None => Ok(Stream::Tcp(tcp)),
+        Some(config) => start_tls(tcp, host, config, deadline),
+    }
+}
+
+/// The first step of [`connect`] alone: resolves `host` and connects to `port` with
+/// Happy Eyeballs (RFC 8305 §3–§5) before `deadline`, and returns the plain TCP stream,
+/// for a protocol that negotiates TLS itself before the handshake (PostgreSQL's
+/// `SSLRequest`). Finish with [`start_tls`].
+///
+/// # Errors
+///
+/// As [`connect`], without the TLS errors.
+pub fn connect_tcp(
+    resolver: &Arc<Resolver>,
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> Result<TcpStream, Error> {
     let connected = connect_by_name(
         resolver,
         host,
@@ -132,15 +156,29 @@ pub fn connect(
         deadline,
     )
     .map_err(|e| connect_error(host, port, e))?;
-    let Some(config) = tls else {
-        return Ok(Stream::Tcp(connected.stream));
-    };
+    Ok(connected.stream)
+}
+
+/// The second step of [`connect`] alone: runs a TLS handshake over `tcp` before
+/// `deadline`, with `host` as the server name (SNI, RFC 6066 §3, and the name verified,
+/// RFC 6125 §6) at the current wall-clock time.
+///
+/// # Errors
+///
+/// [`Error::TlsHandshake`] when `host` is not a valid server name or the handshake or
+/// verification failed; [`Error::TimedOut`] with [`Phase::TlsHandshake`].
+pub fn start_tls(
+    tcp: TcpStream,
+    host: &str,
+    config: &ClientConfig,
+    deadline: Instant,
+) -> Result<Stream, Error> {
     let handshake_error = |source| Error::TlsHandshake {
         host: host.to_owned(),
         source,
     };
     let name = ServerName::parse(host).map_err(handshake_error)?;
-    match TlsStream::connect(connected.stream, config, &name, SystemTime::now(), deadline) {
+    match TlsStream::connect(tcp, config, &name, SystemTime::now(), deadline) {
         Ok(stream) => Ok(Stream::Tls(Box::new(stream))),
         Err(keel_tls::Error::HandshakeTimeout | keel_tls::Error::Timeout { .. }) => {
             Err(Error::TimedOut {

@@ -9,6 +9,9 @@
 //! package `postgresql`); fails naming the package when they are missing.
 #![cfg(feature = "pg")]
 
+mod util;
+
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -16,7 +19,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use keel_clients::pg::proto::{self, backend::TransactionStatus};
-use keel_clients::pg::{Client, Config, SimpleQueryEvent, SimpleQueryMessage};
+use keel_clients::pg::{Client, Config, SimpleQueryEvent, SimpleQueryMessage, SslMode};
+use keel_clients::transport::TrustAnchors;
 use keel_clients::{Error, Phase};
 
 const SUPERUSER: &str = "keel";
@@ -27,6 +31,9 @@ const CLEARTEXT_PASSWORD: &str = "clear-pass";
 /// A running server, and the number of tests using it.
 struct Server {
     dir: PathBuf,
+    /// The private CA (`ca.pem`, `other-ca.pem`) that signed the server's certificate
+    /// for `localhost`.
+    pki: util::TempDir,
     bin: PathBuf,
     port: u16,
     run_as: Option<String>,
@@ -45,6 +52,7 @@ static SHARED: Mutex<Shared> = Mutex::new(Shared {
 /// A test's hold on the shared server; the last one to drop stops it.
 struct ServerRef {
     port: u16,
+    pki: PathBuf,
 }
 
 impl Drop for ServerRef {
@@ -52,9 +60,8 @@ impl Drop for ServerRef {
         let mut shared = lock();
         shared.users -= 1;
         if shared.users == 0 {
-            if let Some(server) = shared.server.take() {
-                server.stop();
-            }
+            // Dropping it stops it.
+            shared.server = None;
         }
     }
 }
@@ -69,8 +76,10 @@ fn server() -> ServerRef {
         shared.server = Some(Server::start());
     }
     shared.users += 1;
+    let server = shared.server.as_ref().expect("started above");
     ServerRef {
-        port: shared.server.as_ref().map_or(0, |s| s.port),
+        port: server.port,
+        pki: server.pki.0.clone(),
     }
 }
 
@@ -163,6 +172,18 @@ impl Server {
         std::fs::create_dir(&sockets).expect("create socket dir");
         let pwfile = dir.join("pwfile");
         std::fs::write(&pwfile, format!("{PASSWORD}\n")).expect("write pwfile");
+        // TLS: the server's key must be private to the server's user.
+        let pki = util::pki();
+        std::fs::copy(pki.0.join("chain.pem"), dir.join("server.pem")).expect("copy cert");
+        std::fs::copy(pki.0.join("key.pem"), dir.join("server.key")).expect("copy key");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(
+                dir.join("server.key"),
+                std::fs::Permissions::from_mode(0o600),
+            )
+            .expect("chmod key");
+        }
         if let Some(user) = &run_as {
             let chown = Command::new("chown")
                 .args(["-R", user])
@@ -201,11 +222,15 @@ impl Server {
             .arg(dir.join("log"))
             .args(["-w", "-t", "60", "-o"])
             .arg(format!(
-                "-h 127.0.0.1 -p {port} -k {} -c fsync=off -c max_connections=40",
-                sockets.display()
+                "-h 127.0.0.1 -p {port} -k {} -c fsync=off -c max_connections=40 -c ssl=on \
+                 -c ssl_cert_file={} -c ssl_key_file={}",
+                sockets.display(),
+                dir.join("server.pem").display(),
+                dir.join("server.key").display(),
             ));
         let server = Server {
             dir,
+            pki,
             bin,
             port,
             run_as,
@@ -223,8 +248,12 @@ impl Server {
             ))
             .expect("create cleartext user");
     }
+}
 
-    fn stop(&self) {
+/// Stops the server and removes its directory, also when a test panicked while
+/// starting it (a failed setup never leaves a server running).
+impl Drop for Server {
+    fn drop(&mut self) {
         let mut stop = Self::command(&self.bin, self.run_as.as_deref(), 60, "pg_ctl");
         stop.arg("stop")
             .arg("-D")
@@ -619,4 +648,96 @@ fn terminated_backend_is_a_fatal_error() {
         ),
     }
     assert!(victim.is_closed());
+}
+
+fn ssl_in_use(client: &mut Client) -> String {
+    let messages = client
+        .simple_query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+        .unwrap();
+    rows(&messages)[0][0].clone().unwrap()
+}
+
+#[test]
+fn tls_through_ssl_request() {
+    let server = server();
+    let tls = |mode, ca: &str| Config {
+        ssl_mode: mode,
+        ssl_root_cert: TrustAnchors::CaFile(server.pki.join(ca)),
+        ..config(server.port, SUPERUSER, Some(PASSWORD))
+    };
+    // The certificate names `localhost` only.
+    let on_localhost = |mode, ca: &str| Config {
+        host: "localhost".into(),
+        ..tls(mode, ca)
+    };
+    let mut client = Client::connect(&on_localhost(SslMode::VerifyFull, "ca.pem")).unwrap();
+    assert_eq!(ssl_in_use(&mut client), "t");
+    let mut client = Client::connect(&on_localhost(SslMode::Prefer, "ca.pem")).unwrap();
+    assert_eq!(ssl_in_use(&mut client), "t");
+    let mut client = Client::connect(&on_localhost(SslMode::Disable, "ca.pem")).unwrap();
+    assert_eq!(ssl_in_use(&mut client), "f");
+
+    // An unknown CA, or a name the certificate does not carry: refused, also in
+    // `prefer` (no silent fall-back to plain text).
+    for config in [
+        on_localhost(SslMode::VerifyFull, "other-ca.pem"),
+        on_localhost(SslMode::Prefer, "other-ca.pem"),
+        tls(SslMode::VerifyFull, "ca.pem"),
+    ] {
+        let err = Client::connect(&config).unwrap_err();
+        assert!(matches!(err, Error::TlsHandshake { .. }), "{err:?}");
+    }
+}
+
+/// A server that reads the 8-byte `SSLRequest`, answers `answer`, and keeps the
+/// connection open until the client is done.
+fn scripted_ssl_answer(answer: &'static [u8]) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut request = [0u8; 8];
+        stream.read_exact(&mut request).unwrap();
+        assert_eq!(request, [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
+        stream.write_all(answer).unwrap();
+        // Wait for the client to close.
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+    });
+    (port, handle)
+}
+
+#[test]
+fn ssl_request_answers_are_checked() {
+    let config = |port, mode| Config {
+        ssl_mode: mode,
+        connect_timeout: Duration::from_secs(10),
+        ..Config::new("127.0.0.1", port, "u")
+    };
+    let cases: [(&[u8], SslMode, proto::Error); 3] = [
+        (b"N", SslMode::VerifyFull, proto::Error::TlsRefused),
+        // CVE-2021-23222: bytes injected after the `S`.
+        (
+            b"S\x16\x03\x03",
+            SslMode::Prefer,
+            proto::Error::BytesAfterSslResponse,
+        ),
+        (
+            b"E",
+            SslMode::Prefer,
+            proto::Error::SslResponse { byte: b'E' },
+        ),
+    ];
+    for (answer, mode, expected) in cases {
+        let (port, server) = scripted_ssl_answer(answer);
+        let err = Client::connect(&config(port, mode)).unwrap_err();
+        match err {
+            Error::Postgres(e) => assert_eq!(e, expected),
+            e => panic!("{e:?}"),
+        }
+        server.join().unwrap();
+    }
 }

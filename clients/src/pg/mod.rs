@@ -2,7 +2,7 @@
 //! [`proto::Connection`] over a [`crate::transport::Stream`] (PostgreSQL documentation,
 //! chapter 55 "Frontend/Backend Protocol", version 3.0).
 //!
-//! What exists: TCP connections (no TLS yet: `SSLRequest` is not sent), trust, cleartext
+//! What exists: TCP connections, TLS negotiated with an `SSLRequest` ([`SslMode`]), trust, cleartext
 //! and SCRAM-SHA-256 authentication (the server's signature verified), the simple query
 //! protocol with every result of a multi-statement query, rows borrowed from the
 //! receive buffer ([`Client::simple_query_with`]) or collected
@@ -40,6 +40,26 @@ use proto::{Connection, Event, StartupConfig};
 
 pub use proto::{DbError, ErrorPosition, Limits};
 
+/// Whether the session runs over TLS, negotiated with an `SSLRequest` (§55.2.10).
+///
+/// Unlike libpq, every mode that uses TLS verifies the server's certificate against
+/// [`Config::ssl_root_cert`] and its name against [`Config::host`] (as libpq's
+/// `verify-full` does); libpq's `allow`, `require` and `verify-ca`, which check less, are
+/// not offered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SslMode {
+    /// Plain TCP; no `SSLRequest` is sent.
+    #[default]
+    Disable,
+    /// TLS when the server offers it (answers `S`), plain TCP when it answers `N`. A
+    /// failed handshake or verification is an error, not a fall-back to plain TCP.
+    Prefer,
+    /// TLS, verified; a server that answers `N` is refused
+    /// ([`proto::Error::TlsRefused`]).
+    VerifyFull,
+}
+
 /// Where and how to connect (the libpq parameters of the same names, PostgreSQL
 /// documentation §34.1.2). Connection strings are not parsed yet.
 #[derive(Clone, Debug)]
@@ -65,6 +85,11 @@ pub struct Config {
     pub query_timeout: Option<Duration>,
     /// Limits on what the server may send.
     pub limits: Limits,
+    /// Whether to use TLS (`sslmode`); default [`SslMode::Disable`].
+    pub ssl_mode: SslMode,
+    /// The certificates trusted to verify the server's (`sslrootcert`): the system store
+    /// (default) or a PEM file.
+    pub ssl_root_cert: transport::TrustAnchors,
 }
 
 impl Config {
@@ -82,6 +107,8 @@ impl Config {
             connect_timeout: Duration::from_secs(10),
             query_timeout: None,
             limits: Limits::default(),
+            ssl_mode: SslMode::Disable,
+            ssl_root_cert: transport::TrustAnchors::System,
         }
     }
 }
@@ -263,7 +290,8 @@ fn pg(e: proto::Error) -> Error {
 }
 
 impl Client {
-    /// Connects to the server and runs the startup (§55.2.1): `StartupMessage`,
+    /// Connects to the server, negotiates TLS as `config.ssl_mode` says (§55.2.10), and
+    /// runs the startup (§55.2.1): `StartupMessage`,
     /// authentication (trust, cleartext password or SCRAM-SHA-256, whichever the server
     /// asks for), then waits for `ReadyForQuery`, all within `config.connect_timeout`.
     ///
@@ -273,11 +301,23 @@ impl Client {
     /// [`proto::Error::Db`] when the server refuses the session (a wrong password is
     /// SQLSTATE `28P01`, an unknown database `3D000`), with an authentication error
     /// ([`proto::Error::PasswordRequired`], [`proto::Error::Scram`], ...) or a protocol
-    /// error; [`Error::TimedOut`] with [`Phase::Startup`].
+    /// error; [`Error::TimedOut`] with [`Phase::Startup`]. With TLS: [`Error::ReadCaFile`]
+    /// or [`Error::TlsConfig`] for the trust anchors, [`Error::TlsHandshake`] when the
+    /// handshake or the verification failed, [`proto::Error::TlsRefused`],
+    /// [`proto::Error::SslResponse`] or [`proto::Error::BytesAfterSslResponse`].
     pub fn connect(config: &Config) -> Result<Client, Error> {
         let deadline = Instant::now() + config.connect_timeout;
         let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
-        let stream = transport::connect(&resolver, &config.host, config.port, None, deadline)?;
+        let stream = match config.ssl_mode {
+            SslMode::Disable => {
+                transport::connect(&resolver, &config.host, config.port, None, deadline)?
+            }
+            SslMode::Prefer | SslMode::VerifyFull => {
+                let tls = transport::tls_config(&config.ssl_root_cert, &[])?;
+                let tcp = transport::connect_tcp(&resolver, &config.host, config.port, deadline)?;
+                negotiate_tls(tcp, config, &tls, deadline)?
+            }
+        };
         let mut nonce = [0u8; 24];
         openssl::rand::rand_bytes(&mut nonce).map_err(|_| {
             pg(proto::Error::Scram {
@@ -570,6 +610,46 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         self.terminate();
+    }
+}
+
+/// Sends an `SSLRequest` and reads the one-byte answer (§55.2.10), then starts TLS, or
+/// goes on in plain text when the server says `N` and `config.ssl_mode` allows it.
+fn negotiate_tls(
+    mut tcp: transport::TcpStream,
+    config: &Config,
+    tls: &transport::TlsConfig,
+    deadline: Instant,
+) -> Result<Stream, Error> {
+    let phase = Phase::TlsHandshake;
+    let net = |source: transport::NetError| {
+        if source.is_timeout() {
+            Error::TimedOut { phase }
+        } else {
+            Error::Net { phase, source }
+        }
+    };
+    let mut request = Vec::with_capacity(8);
+    proto::frontend::ssl_request(&mut request);
+    tcp.write_all_before(&request, deadline).map_err(net)?;
+    // Exactly one byte: anything after it belongs to the TLS handshake.
+    let mut answer = [0u8; 1];
+    if tcp.read_before(&mut answer, deadline).map_err(net)? == 0 {
+        return Err(pg(proto::Error::Closed));
+    }
+    if proto::backend::ssl_response(answer[0]).map_err(pg)? {
+        // CVE-2021-23222: the server speaks no more before the client's ClientHello;
+        // bytes here were not sent under TLS.
+        let mut probe = [0u8; 1];
+        match tcp.read_nonblocking(&mut probe) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            _ => return Err(pg(proto::Error::BytesAfterSslResponse)),
+        }
+        transport::start_tls(tcp, &config.host, tls, deadline)
+    } else if config.ssl_mode == SslMode::Prefer {
+        Ok(Stream::Tcp(tcp))
+    } else {
+        Err(pg(proto::Error::TlsRefused))
     }
 }
 

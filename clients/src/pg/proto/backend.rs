@@ -154,6 +154,23 @@ pub fn parameter_types(types: &[u8]) -> impl Iterator<Item = u32> + '_ {
         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
 }
 
+/// Reads the server's one-byte answer to an `SSLRequest` (§55.2.10): `true` for `S`
+/// (start the TLS handshake now), `false` for `N` (no TLS; the session may go on in
+/// plain text).
+///
+/// # Errors
+///
+/// [`Error::SslResponse`] for any other byte (an `E` is an `ErrorResponse` from a server
+/// that does not know the request; it must not be shown to a user, as libpq's
+/// documentation warns, because no TLS protects it).
+pub fn ssl_response(byte: u8) -> Result<bool, Error> {
+    match byte {
+        b'S' => Ok(true),
+        b'N' => Ok(false),
+        byte => Err(Error::SslResponse { byte }),
+    }
+}
+
 /// Reads one backend message from the front of `buf`.
 ///
 /// Returns `Ok(None)` when `buf` holds less than the whole message (read more and call
@@ -592,6 +609,13 @@ mod tests {
 
     fn one(bytes: &[u8]) -> Result<Option<(Message<'_>, usize)>, Error> {
         parse(bytes, &Limits::default())
+    }
+
+    #[test]
+    fn ssl_responses() {
+        assert_eq!(ssl_response(b'S'), Ok(true));
+        assert_eq!(ssl_response(b'N'), Ok(false));
+        assert_eq!(ssl_response(b'E'), Err(Error::SslResponse { byte: b'E' }));
     }
 
     #[test]

@@ -105,6 +105,21 @@ pub enum Error {
         state: &'static str,
     },
 
+    /// The answer to an `SSLRequest` was neither `S` nor `N` (§55.2.10; an `E` comes from
+    /// a server too old to know the request).
+    #[error("unexpected answer {:?} to the ssl request", char::from(*byte))]
+    SslResponse {
+        /// The byte the server sent.
+        byte: u8,
+    },
+    /// The server sent more bytes after its `S` and before the TLS handshake: they
+    /// could come from an attacker and would be read as if protected (CVE-2021-23222).
+    #[error("bytes after the server's ssl response and before the tls handshake")]
+    BytesAfterSslResponse,
+    /// TLS was required and the server refused it (`N` to the `SSLRequest`).
+    #[error("tls required and the server does not offer it")]
+    TlsRefused,
+
     // ---- authentication ---------------------------------------------------------------
     /// The server asked for an authentication method this client does not implement
     /// (MD5, Kerberos, GSS, SSPI, SCM, or SASL without SCRAM-SHA-256).
