@@ -741,3 +741,79 @@ fn ssl_request_answers_are_checked() {
         server.join().unwrap();
     }
 }
+
+#[test]
+fn extended_query_with_parameters() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    let rows = client
+        .query(
+            "SELECT $1::int + 1 AS next, $2::text IS NULL AS missing, $3 AS echoed",
+            &[Some("41"), None, Some("it's \"quoted\"; DROP TABLE x")],
+        )
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].columns(), ["next", "missing", "echoed"]);
+    assert_eq!(rows[0].get_by_name("next"), Some("42"));
+    assert_eq!(rows[0].get(1), Some("t"));
+    assert_eq!(rows[0].get(2), Some("it's \"quoted\"; DROP TABLE x"));
+
+    client
+        .simple_query("CREATE TEMP TABLE p (id int PRIMARY KEY, name text)")
+        .unwrap();
+    for (id, name) in [("1", Some("one")), ("2", None), ("3", Some("three"))] {
+        assert_eq!(
+            client
+                .execute("INSERT INTO p VALUES ($1, $2)", &[Some(id), name])
+                .unwrap(),
+            1
+        );
+    }
+    assert_eq!(
+        client
+            .execute(
+                "UPDATE p SET name = upper(name) WHERE id <> $1",
+                &[Some("2")]
+            )
+            .unwrap(),
+        2
+    );
+    let rows = client
+        .query(
+            "SELECT id, name FROM p WHERE id >= $1 ORDER BY id",
+            &[Some("2")],
+        )
+        .unwrap();
+    let values: Vec<_> = rows.iter().map(|r| r.values().to_vec()).collect();
+    assert_eq!(
+        values,
+        [
+            vec![Some("2".to_owned()), None],
+            vec![Some("3".to_owned()), Some("THREE".to_owned())]
+        ]
+    );
+    assert!(client
+        .query("SELECT 1 WHERE false", &[])
+        .unwrap()
+        .is_empty());
+
+    // Errors: a bad parameter, a duplicate key, several statements; each leaves the
+    // connection usable.
+    let err = client.query("SELECT $1::int", &[Some("abc")]).unwrap_err();
+    assert_eq!(db_code(&err), "22P02", "{err}");
+    let err = client
+        .execute("INSERT INTO p VALUES ($1, 'dup')", &[Some("1")])
+        .unwrap_err();
+    assert_eq!(db_code(&err), "23505", "{err}");
+    assert_eq!(
+        err.as_db_error().unwrap().constraint.as_deref(),
+        Some("p_pkey")
+    );
+    let err = client.query("SELECT 1; SELECT 2", &[]).unwrap_err();
+    assert_eq!(db_code(&err), "42601", "{err}");
+    assert_eq!(
+        client.query("SELECT $1::int * 2", &[Some("21")]).unwrap()[0].get(0),
+        Some("42")
+    );
+    assert_eq!(client.transaction_status(), TransactionStatus::Idle);
+}

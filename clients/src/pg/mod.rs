@@ -2,13 +2,14 @@
 //! [`proto::Connection`] over a [`crate::transport::Stream`] (PostgreSQL documentation,
 //! chapter 55 "Frontend/Backend Protocol", version 3.0).
 //!
-//! What exists: TCP connections, TLS negotiated with an `SSLRequest` ([`SslMode`]), trust, cleartext
-//! and SCRAM-SHA-256 authentication (the server's signature verified), the simple query
-//! protocol with every result of a multi-statement query, rows borrowed from the
-//! receive buffer ([`Client::simple_query_with`]) or collected
-//! ([`Client::simple_query`]), server errors as [`DbError`] with every field, notices,
-//! notifications, parameter status and `CancelRequest`. `DESIGN.md` lists what is
-//! missing.
+//! What exists: TCP connections, TLS negotiated with an `SSLRequest` ([`SslMode`]),
+//! trust, cleartext and SCRAM-SHA-256 authentication (the server's signature
+//! verified), the simple query protocol with every result of a multi-statement query,
+//! one parameterised statement in one round trip through the extended protocol
+//! ([`Client::query`]), rows borrowed from the receive buffer
+//! ([`Client::simple_query_with`]) or collected ([`Client::simple_query`]), server
+//! errors as [`DbError`] with every field, notices, notifications, parameter status and
+//! `CancelRequest`. `DESIGN.md` lists what is missing.
 //!
 //! ```no_run
 //! use keel_clients::pg::{Client, Config, SimpleQueryMessage};
@@ -376,14 +377,7 @@ impl Client {
                 messages.push(SimpleQueryMessage::RowDescription(columns.clone()));
             }
             SimpleQueryEvent::DataRow(row) => {
-                let values = row
-                    .values()
-                    .map(|v| v.map(|v| String::from_utf8_lossy(v).into_owned()))
-                    .collect();
-                messages.push(SimpleQueryMessage::Row(SimpleQueryRow {
-                    columns: columns.clone(),
-                    values,
-                }));
+                messages.push(SimpleQueryMessage::Row(text_row(&columns, row)));
             }
             SimpleQueryEvent::CommandComplete(tag) => {
                 messages.push(SimpleQueryMessage::CommandComplete(tag.to_owned()));
@@ -405,9 +399,82 @@ impl Client {
     pub fn simple_query_with(
         &mut self,
         sql: &str,
-        mut on_message: impl FnMut(SimpleQueryEvent<'_>),
+        on_message: impl FnMut(SimpleQueryEvent<'_>),
     ) -> Result<(), Error> {
         let id = self.conn.simple_query(sql).map_err(pg)?;
+        self.replies(id, on_message)
+    }
+
+    /// Runs one statement with parameters through the extended protocol in one round
+    /// trip (§55.2.3: `Parse`, `Bind`, `Describe`, `Execute` and `Sync` in one write;
+    /// the unnamed statement, so nothing stays prepared) and gives each result message
+    /// to `on_message` as it arrives, borrowing from the receive buffer. `params` are
+    /// in PostgreSQL's text format (`None` for SQL NULL), their types inferred by the
+    /// server (`$1::int` fixes one); results are in text format.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::simple_query`]; `sql` holding several statements is a server error
+    /// (SQLSTATE `42601`); a parameter the server cannot read as its type is one too
+    /// (`22P02`), and the connection stays usable.
+    pub fn query_with(
+        &mut self,
+        sql: &str,
+        params: &[Option<&str>],
+        on_message: impl FnMut(SimpleQueryEvent<'_>),
+    ) -> Result<(), Error> {
+        let params: Vec<Option<&[u8]>> = params.iter().map(|p| p.map(str::as_bytes)).collect();
+        let id = self.conn.extended_query(sql, &params).map_err(pg)?;
+        self.replies(id, on_message)
+    }
+
+    /// Runs one statement with text parameters as [`Client::query_with`] does and
+    /// collects its rows.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::query_with`].
+    pub fn query(
+        &mut self,
+        sql: &str,
+        params: &[Option<&str>],
+    ) -> Result<Vec<SimpleQueryRow>, Error> {
+        let mut rows = Vec::new();
+        let mut columns: Arc<[String]> = Arc::from(Vec::new());
+        self.query_with(sql, params, |event| match event {
+            SimpleQueryEvent::RowDescription(body) => {
+                columns = body.fields().map(|f| f.name.to_owned()).collect();
+            }
+            SimpleQueryEvent::DataRow(row) => rows.push(text_row(&columns, row)),
+            SimpleQueryEvent::CommandComplete(_) | SimpleQueryEvent::EmptyQuery => {}
+        })?;
+        Ok(rows)
+    }
+
+    /// Runs one statement with text parameters as [`Client::query_with`] does and
+    /// returns the number of rows its command tag reports (0 for a tag without one,
+    /// such as `CREATE TABLE`; see [`rows_affected`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::query_with`].
+    pub fn execute(&mut self, sql: &str, params: &[Option<&str>]) -> Result<u64, Error> {
+        let mut affected = 0;
+        self.query_with(sql, params, |event| {
+            if let SimpleQueryEvent::CommandComplete(tag) = event {
+                affected = rows_affected(tag).unwrap_or(0);
+            }
+        })?;
+        Ok(affected)
+    }
+
+    /// Reads the replies to request `id` up to its `ReadyForQuery`, giving result
+    /// messages to `on_message`; a statement's error is returned at the end.
+    fn replies(
+        &mut self,
+        id: proto::RequestId,
+        mut on_message: impl FnMut(SimpleQueryEvent<'_>),
+    ) -> Result<(), Error> {
         let deadline = self
             .query_timeout
             .map_or_else(far_future, |t| Instant::now() + t);
@@ -427,6 +494,10 @@ impl Client {
                     on_message(SimpleQueryEvent::EmptyQuery);
                 }
                 Event::QueryError { request, error } if request == id => failure = Some(error),
+                Event::ParseComplete { request }
+                | Event::BindComplete { request }
+                | Event::NoData { request }
+                    if request == id => {}
                 Event::ReadyForQuery { request, .. } if request == id => return Ok(true),
                 // One request at a time is outstanding (`&mut self`), and the machine
                 // names the request each reply answers.
@@ -650,6 +721,17 @@ fn negotiate_tls(
         Ok(Stream::Tcp(tcp))
     } else {
         Err(pg(proto::Error::TlsRefused))
+    }
+}
+
+/// An owned row of text values with its column names.
+fn text_row(columns: &Arc<[String]>, row: DataRowBody<'_>) -> SimpleQueryRow {
+    SimpleQueryRow {
+        columns: columns.clone(),
+        values: row
+            .values()
+            .map(|v| v.map(|v| String::from_utf8_lossy(v).into_owned()))
+            .collect(),
     }
 }
 

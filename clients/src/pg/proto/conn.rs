@@ -99,6 +99,21 @@ pub enum Event<'b> {
         /// The error.
         error: Box<DbError>,
     },
+    /// `ParseComplete` for an extended-protocol `request`.
+    ParseComplete {
+        /// The request answered.
+        request: RequestId,
+    },
+    /// `BindComplete` for an extended-protocol `request`.
+    BindComplete {
+        /// The request answered.
+        request: RequestId,
+    },
+    /// `NoData`: the statement of an extended-protocol `request` returns no rows.
+    NoData {
+        /// The request answered.
+        request: RequestId,
+    },
     /// `ReadyForQuery`: `request` is complete, nothing more will come for it.
     ReadyForQuery {
         /// The request completed.
@@ -148,6 +163,8 @@ enum State {
 #[derive(Debug)]
 struct Request {
     id: RequestId,
+    /// Sent with the extended protocol (`Parse`, `Bind`, ...), not as a `Query`.
+    extended: bool,
     /// The column count of the current result set, after its `RowDescription`.
     columns: Option<usize>,
 }
@@ -277,7 +294,57 @@ impl Connection {
         frontend::query(&mut self.send, sql)?;
         let id = RequestId(self.next_id);
         self.next_id += 1;
-        self.queue.push_back(Request { id, columns: None });
+        self.queue.push_back(Request {
+            id,
+            extended: false,
+            columns: None,
+        });
+        Ok(id)
+    }
+
+    /// Queues one statement with parameters through the extended protocol (§55.2.3),
+    /// all in one write so that it takes one round trip: `Parse` of `sql` as the unnamed
+    /// statement (parameter types inferred by the server), `Bind` of `params` in text
+    /// format (`None` for SQL NULL) to the unnamed portal with text results,
+    /// `Describe` of the portal, `Execute` without a row limit, `Sync`. Returns the
+    /// request's id; its replies are [`Event::ParseComplete`], [`Event::BindComplete`],
+    /// [`Event::RowDescription`] or [`Event::NoData`], rows, then
+    /// [`Event::CommandComplete`] or [`Event::EmptyQueryResponse`] (or
+    /// [`Event::QueryError`] at any point), and [`Event::ReadyForQuery`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::simple_query`]; [`Error::InvalidInput`] also for more than
+    /// 32,767 parameters or one longer than 2^31 - 1 bytes (nothing is queued).
+    pub fn extended_query(
+        &mut self,
+        sql: &str,
+        params: &[Option<&[u8]>],
+    ) -> Result<RequestId, Error> {
+        match &self.state {
+            State::Ready => {}
+            State::Failed(e) => return Err(e.clone()),
+            _ => return Err(Error::NotReady),
+        }
+        let start = self.send.len();
+        let written = (|| {
+            frontend::parse(&mut self.send, "", sql, &[])?;
+            frontend::bind(&mut self.send, "", "", &[], params, &[])?;
+            frontend::describe(&mut self.send, frontend::Target::Portal, "")?;
+            frontend::execute(&mut self.send, "", 0)
+        })();
+        if let Err(e) = written {
+            self.send.truncate(start);
+            return Err(e);
+        }
+        frontend::sync(&mut self.send);
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
+        self.queue.push_back(Request {
+            id,
+            extended: true,
+            columns: None,
+        });
         Ok(id)
     }
 
@@ -521,6 +588,15 @@ impl Connection {
                     status,
                 })
             }
+            Message::ParseComplete | Message::BindComplete | Message::NoData
+                if request.extended && request.columns.is_none() =>
+            {
+                Ok(match message {
+                    Message::ParseComplete => Event::ParseComplete { request: id },
+                    Message::BindComplete => Event::BindComplete { request: id },
+                    _ => Event::NoData { request: id },
+                })
+            }
             Message::CopyInResponse | Message::CopyOutResponse | Message::CopyBothResponse => {
                 Err(Self::unexpected(kind, "(copy is not supported)"))
             }
@@ -605,6 +681,7 @@ mod tests {
 
     fn ready_trust() -> Connection {
         let mut conn = Connection::new(config(None)).unwrap();
+        conn.poll_transmit(&mut Vec::new());
         let mut server = msg(b'R', &0i32.to_be_bytes());
         server.extend(msg(b'K', &[0, 0, 0, 7, 0, 0, 0, 9]));
         server.extend(msg(b'Z', b"I"));
@@ -860,6 +937,42 @@ mod tests {
                 &msg(b'E', b"SFATAL\0VFATAL\0C57P01\0Mterminating\0\0")
             ),
             Err(Error::Db(_))
+        ));
+    }
+
+    #[test]
+    fn extended_query_in_one_write() {
+        let mut conn = ready_trust();
+        let id = conn
+            .extended_query("SELECT $1::int + 1", &[Some(b"41"), None])
+            .unwrap();
+        let mut out = Vec::new();
+        conn.poll_transmit(&mut out);
+        let mut expected = Vec::new();
+        frontend::parse(&mut expected, "", "SELECT $1::int + 1", &[]).unwrap();
+        frontend::bind(&mut expected, "", "", &[], &[Some(b"41"), None], &[]).unwrap();
+        frontend::describe(&mut expected, frontend::Target::Portal, "").unwrap();
+        frontend::execute(&mut expected, "", 0).unwrap();
+        frontend::sync(&mut expected);
+        assert_eq!(out, expected);
+        assert!(conn.extended_query("a\0", &[]).is_err());
+        assert!(!conn.wants_write(), "nothing queued for a refused query");
+
+        let mut server = msg(b'1', b"");
+        server.extend(msg(b'2', b""));
+        server.extend(row_description(&["?column?"]));
+        server.extend(data_row(&[Some("42")]));
+        server.extend(msg(b'C', b"SELECT 1\0"));
+        server.extend(msg(b'Z', b"I"));
+        let events = feed_all(&mut conn, &server).unwrap();
+        assert_eq!(events.len(), 6, "{events:?}");
+        assert!(events[5].contains(&format!("{id:?}")));
+
+        // ParseComplete for a simple query is refused.
+        conn.simple_query("SELECT 1").unwrap();
+        assert!(matches!(
+            feed_all(&mut conn, &msg(b'1', b"")),
+            Err(Error::UnexpectedMessage { kind: b'1', .. })
         ));
     }
 

@@ -131,6 +131,149 @@ pub fn query(out: &mut Vec<u8>, sql: &str) -> Result<(), Error> {
     })
 }
 
+/// Appends a `Parse` (`P`, §55.7; §55.2.3 "Extended Query"): prepares `sql` (one
+/// statement, `$1`, `$2`, ... for parameters) as the statement `name` (`""` for the
+/// unnamed one), with the parameter type OIDs `param_types` (0 or fewer than the
+/// parameters: the server infers the rest).
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] when `name` or `sql` holds a NUL or there are more than
+/// 32,767 types.
+pub fn parse(out: &mut Vec<u8>, name: &str, sql: &str, param_types: &[u32]) -> Result<(), Error> {
+    message(out, Some(b'P'), |out| {
+        cstr(out, name.as_bytes(), "statement name holds a nul")?;
+        cstr(out, sql.as_bytes(), "query holds a nul")?;
+        out.extend_from_slice(&count(
+            param_types.len(),
+            "more than 32767 parameter types",
+        )?);
+        for oid in param_types {
+            out.extend_from_slice(&oid.to_be_bytes());
+        }
+        Ok(())
+    })
+}
+
+fn count(n: usize, what: &'static str) -> Result<[u8; 2], Error> {
+    i16::try_from(n)
+        .map(i16::to_be_bytes)
+        .map_err(|_| Error::InvalidInput { what })
+}
+
+/// Appends a `Bind` (`B`, §55.7): binds `params` (`None` for SQL NULL) to the prepared
+/// statement `statement`, creating the portal `portal` (`""` for the unnamed one).
+/// `param_formats` and `result_formats` are format codes (0 text, 1 binary): none means
+/// all text, one applies to all, otherwise one per parameter or column.
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] when a name holds a NUL, a list has more than 32,767 entries
+/// or a value is longer than 2^31 - 1 bytes.
+pub fn bind(
+    out: &mut Vec<u8>,
+    portal: &str,
+    statement: &str,
+    param_formats: &[i16],
+    params: &[Option<&[u8]>],
+    result_formats: &[i16],
+) -> Result<(), Error> {
+    message(out, Some(b'B'), |out| {
+        cstr(out, portal.as_bytes(), "portal name holds a nul")?;
+        cstr(out, statement.as_bytes(), "statement name holds a nul")?;
+        out.extend_from_slice(&count(param_formats.len(), "more than 32767 formats")?);
+        for f in param_formats {
+            out.extend_from_slice(&f.to_be_bytes());
+        }
+        out.extend_from_slice(&count(params.len(), "more than 32767 parameters")?);
+        for param in params {
+            match param {
+                None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+                Some(value) => {
+                    let len = i32::try_from(value.len()).map_err(|_| Error::InvalidInput {
+                        what: "parameter longer than 2^31 - 1 bytes",
+                    })?;
+                    out.extend_from_slice(&len.to_be_bytes());
+                    out.extend_from_slice(value);
+                }
+            }
+        }
+        out.extend_from_slice(&count(result_formats.len(), "more than 32767 formats")?);
+        for f in result_formats {
+            out.extend_from_slice(&f.to_be_bytes());
+        }
+        Ok(())
+    })
+}
+
+/// What a `Describe` or `Close` names (§55.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A prepared statement (`S`).
+    Statement,
+    /// A portal (`P`).
+    Portal,
+}
+
+impl Target {
+    fn byte(self) -> u8 {
+        match self {
+            Target::Statement => b'S',
+            Target::Portal => b'P',
+        }
+    }
+}
+
+/// Appends a `Describe` (`D`, §55.7) of the statement or portal `name`: the server
+/// answers `ParameterDescription` (statements only) and `RowDescription` or `NoData`.
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] when `name` holds a NUL.
+pub fn describe(out: &mut Vec<u8>, target: Target, name: &str) -> Result<(), Error> {
+    message(out, Some(b'D'), |out| {
+        out.push(target.byte());
+        cstr(out, name.as_bytes(), "name holds a nul")
+    })
+}
+
+/// Appends an `Execute` (`E`, §55.7) of the portal `portal`, returning at most `max_rows`
+/// rows (0 for no limit; when reached, the server sends `PortalSuspended`).
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] when `portal` holds a NUL.
+pub fn execute(out: &mut Vec<u8>, portal: &str, max_rows: i32) -> Result<(), Error> {
+    message(out, Some(b'E'), |out| {
+        cstr(out, portal.as_bytes(), "portal name holds a nul")?;
+        out.extend_from_slice(&max_rows.to_be_bytes());
+        Ok(())
+    })
+}
+
+/// Appends a `Close` (`C`, §55.7) of the statement or portal `name`.
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] when `name` holds a NUL.
+pub fn close(out: &mut Vec<u8>, target: Target, name: &str) -> Result<(), Error> {
+    message(out, Some(b'C'), |out| {
+        out.push(target.byte());
+        cstr(out, name.as_bytes(), "name holds a nul")
+    })
+}
+
+/// Appends a `Sync` (`S`, §55.7): ends an extended-query cycle; the server answers
+/// `ReadyForQuery`, after skipping to here when a message of the cycle failed.
+pub fn sync(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"S\0\0\0\x04");
+}
+
+/// Appends a `Flush` (`H`, §55.7): asks the server to send what it has buffered.
+pub fn flush(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"H\0\0\0\x04");
+}
+
 /// Appends a `CopyFail` (`f`, §55.7) with an error `message` for the server to report.
 ///
 /// # Errors
@@ -186,6 +329,37 @@ mod tests {
         );
         // Nothing appended on error.
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn extended_query_messages() {
+        let mut out = Vec::new();
+        parse(&mut out, "", "SELECT $1", &[23]).unwrap();
+        assert_eq!(out, b"P\0\0\0\x15\0SELECT $1\0\0\x01\0\0\0\x17");
+        out.clear();
+        bind(&mut out, "", "s1", &[], &[Some(b"42"), None], &[1]).unwrap();
+        assert_eq!(
+            out,
+            b"B\0\0\0\x1a\0s1\0\0\0\0\x02\0\0\0\x0242\xff\xff\xff\xff\0\x01\0\x01"
+        );
+        out.clear();
+        describe(&mut out, Target::Portal, "").unwrap();
+        assert_eq!(out, b"D\0\0\0\x06P\0");
+        out.clear();
+        execute(&mut out, "", 0).unwrap();
+        assert_eq!(out, b"E\0\0\0\x09\0\0\0\0\0");
+        out.clear();
+        close(&mut out, Target::Statement, "s1").unwrap();
+        assert_eq!(out, b"C\0\0\0\x08Ss1\0");
+        out.clear();
+        sync(&mut out);
+        flush(&mut out);
+        assert_eq!(out, b"S\0\0\0\x04H\0\0\0\x04");
+        out.clear();
+        let many = vec![None; 40_000];
+        assert!(bind(&mut out, "", "", &[], &many, &[]).is_err());
+        assert!(parse(&mut out, "a\0", "", &[]).is_err());
+        assert!(out.is_empty());
     }
 
     #[test]
