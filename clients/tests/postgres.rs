@@ -27,6 +27,8 @@ const SUPERUSER: &str = "keel";
 const PASSWORD: &str = "s3cret-pass";
 const CLEARTEXT_USER: &str = "clear_user";
 const CLEARTEXT_PASSWORD: &str = "clear-pass";
+const MD5_USER: &str = "md5_user";
+const MD5_PASSWORD: &str = "md5-pass";
 
 /// A running server, and the number of tests using it.
 struct Server {
@@ -205,7 +207,10 @@ impl Server {
         let rest = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
         std::fs::write(
             &hba,
-            format!("host all {CLEARTEXT_USER} 127.0.0.1/32 password\n{rest}"),
+            format!(
+                "host all {CLEARTEXT_USER} 127.0.0.1/32 password\n\
+                 host all {MD5_USER} 127.0.0.1/32 md5\n{rest}"
+            ),
         )
         .expect("write pg_hba.conf");
 
@@ -247,6 +252,12 @@ impl Server {
                 "CREATE ROLE {CLEARTEXT_USER} LOGIN PASSWORD '{CLEARTEXT_PASSWORD}'"
             ))
             .expect("create cleartext user");
+        client
+            .simple_query(&format!(
+                "SET password_encryption = 'md5'; \
+                 CREATE ROLE {MD5_USER} LOGIN PASSWORD '{MD5_PASSWORD}'"
+            ))
+            .expect("create md5 user");
     }
 }
 
@@ -347,12 +358,18 @@ fn wrong_password_is_28p01() {
 }
 
 #[test]
-fn cleartext_login() {
+fn cleartext_and_md5_logins() {
     let server = server();
     let mut client = connect(server.port, CLEARTEXT_USER, Some(CLEARTEXT_PASSWORD));
     let messages = client.simple_query("SELECT current_user").unwrap();
     assert_eq!(rows(&messages), [[Some(CLEARTEXT_USER.to_owned())]]);
     let err = Client::connect(&config(server.port, CLEARTEXT_USER, Some("nope"))).unwrap_err();
+    assert_eq!(db_code(&err), "28P01", "{err}");
+
+    let mut client = connect(server.port, MD5_USER, Some(MD5_PASSWORD));
+    let messages = client.simple_query("SELECT current_user").unwrap();
+    assert_eq!(rows(&messages), [[Some(MD5_USER.to_owned())]]);
+    let err = Client::connect(&config(server.port, MD5_USER, Some("nope"))).unwrap_err();
     assert_eq!(db_code(&err), "28P01", "{err}");
 }
 

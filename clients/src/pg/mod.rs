@@ -3,7 +3,7 @@
 //! chapter 55 "Frontend/Backend Protocol", version 3.0).
 //!
 //! What exists: TCP connections, TLS negotiated with an `SSLRequest` ([`SslMode`]),
-//! trust, cleartext and SCRAM-SHA-256 authentication (the server's signature
+//! trust, cleartext, MD5 and SCRAM-SHA-256 authentication (the server's signature
 //! verified), the simple query protocol with every result of a multi-statement query,
 //! one parameterised statement in one round trip through the extended protocol
 //! ([`Client::query`]), rows borrowed from the receive buffer
@@ -72,7 +72,7 @@ pub struct Config {
     pub port: u16,
     /// The database user.
     pub user: String,
-    /// The password, for cleartext or SCRAM-SHA-256; `None` for `trust`.
+    /// The password, for cleartext, MD5 or SCRAM-SHA-256; `None` for `trust`.
     pub password: Option<String>,
     /// The database; the server's default is the user name.
     pub dbname: Option<String>,
@@ -293,7 +293,7 @@ fn pg(e: proto::Error) -> Error {
 impl Client {
     /// Connects to the server, negotiates TLS as `config.ssl_mode` says (§55.2.10), and
     /// runs the startup (§55.2.1): `StartupMessage`,
-    /// authentication (trust, cleartext password or SCRAM-SHA-256, whichever the server
+    /// authentication (trust, cleartext password, MD5 or SCRAM-SHA-256, whichever the server
     /// asks for), then waits for `ReadyForQuery`, all within `config.connect_timeout`.
     ///
     /// # Errors

@@ -12,7 +12,7 @@ use super::{frontend, DbError, Error, Limits};
 pub struct StartupConfig {
     /// The database user name (`user`).
     pub user: String,
-    /// The password, for cleartext or SCRAM-SHA-256 authentication; `None` when the
+    /// The password, for cleartext, MD5 or SCRAM-SHA-256 authentication; `None` when the
     /// server is expected not to ask (`trust`).
     pub password: Option<Vec<u8>>,
     /// The database (`database`); the server's default is the user name.
@@ -509,8 +509,12 @@ impl Connection {
                 scram.finish(data)?;
                 Ok(Event::AuthenticationExchange)
             }
-            (State::Startup, Message::AuthenticationMd5Password { .. }) => {
-                Err(Error::UnsupportedAuthentication { method: "md5" })
+            (State::Startup, Message::AuthenticationMd5Password { salt }) => {
+                let password = self.password.as_deref().ok_or(Error::PasswordRequired)?;
+                let hashed = md5_password(&self.user, password, salt)?;
+                frontend::password_message(&mut self.send, &hashed)?;
+                self.state = State::PasswordSent;
+                Ok(Event::AuthenticationExchange)
             }
             (State::Startup, Message::AuthenticationOther { code }) => {
                 Err(Error::UnsupportedAuthentication {
@@ -609,6 +613,32 @@ impl Connection {
     pub fn user(&self) -> &str {
         &self.user
     }
+}
+
+/// The answer to `AuthenticationMD5Password` (§55.3.2): `md5` followed by the hex of
+/// MD5(hex(MD5(password ‖ user)) ‖ salt).
+fn md5_password(user: &str, password: &[u8], salt: [u8; 4]) -> Result<Vec<u8>, Error> {
+    use openssl::hash::{hash, MessageDigest};
+    let failed = |_| Error::Scram {
+        reason: "openssl failed",
+    };
+    let hex = |bytes: &[u8]| -> Vec<u8> {
+        bytes
+            .iter()
+            .flat_map(|b| {
+                [
+                    b"0123456789abcdef"[usize::from(b >> 4)],
+                    b"0123456789abcdef"[usize::from(b & 15)],
+                ]
+            })
+            .collect()
+    };
+    let inner =
+        hash(MessageDigest::md5(), &[password, user.as_bytes()].concat()).map_err(failed)?;
+    let outer = hash(MessageDigest::md5(), &[&hex(&inner)[..], &salt].concat()).map_err(failed)?;
+    let mut answer = b"md5".to_vec();
+    answer.extend(hex(&outer));
+    Ok(answer)
 }
 
 /// The type byte of a parsed message, for errors.
@@ -811,6 +841,15 @@ mod tests {
         feed_all(&mut conn, &msg(b'R', &3i32.to_be_bytes())).unwrap();
         conn.poll_transmit(&mut out);
         assert_eq!(out, b"p\0\0\0\x07pw\0");
+        // MD5, checked against Python's hashlib.
+        let mut conn = Connection::new(config(Some(b"pw"))).unwrap();
+        conn.poll_transmit(&mut Vec::new());
+        feed_all(&mut conn, &msg(b'R', b"\0\0\0\x05\x01\x02\x03\x04")).unwrap();
+        out.clear();
+        conn.poll_transmit(&mut out);
+        assert_eq!(out, msg(b'p', b"md50803a98a0618b75c8f9a50f280cad373\0"));
+        feed_all(&mut conn, &msg(b'R', &0i32.to_be_bytes())).unwrap();
+
         let mut conn = Connection::new(config(Some(b"pw"))).unwrap();
         assert_eq!(
             feed_all(&mut conn, &msg(b'R', b"\0\0\0\x0aSCRAM-SHA-256-PLUS\0\0")),

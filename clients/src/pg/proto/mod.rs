@@ -122,7 +122,7 @@ pub enum Error {
 
     // ---- authentication ---------------------------------------------------------------
     /// The server asked for an authentication method this client does not implement
-    /// (MD5, Kerberos, GSS, SSPI, SCM, or SASL without SCRAM-SHA-256).
+    /// (Kerberos, GSS, SSPI, SCM, or SASL without SCRAM-SHA-256).
     #[error("server asked for unsupported authentication: {method}")]
     UnsupportedAuthentication {
         /// The method, as the protocol names it.
