@@ -834,3 +834,58 @@ fn extended_query_with_parameters() {
     );
     assert_eq!(client.transaction_status(), TransactionStatus::Idle);
 }
+
+#[test]
+fn pipeline_keeps_failures_to_their_statement() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    let numbers: Vec<String> = (0..300).map(|i| i.to_string()).collect();
+    let params: Vec<[Option<&str>; 1]> = numbers.iter().map(|n| [Some(n.as_str())]).collect();
+    // Statement i divides 1000 by (i - 57): only statement 57 fails.
+    let mut statements: Vec<(&str, &[Option<&str>])> = params
+        .iter()
+        .map(|p| ("SELECT $1::int AS i, 1000 / ($1::int - 57) AS q", &p[..]))
+        .collect();
+    statements.push(("SELECT * FROM missing_table", &[]));
+    statements.push(("SELECT 'last'", &[]));
+    let results = client.pipeline(&statements).unwrap();
+    assert_eq!(results.len(), 302);
+    for (i, result) in results[..300].iter().enumerate() {
+        if i == 57 {
+            let err = result.as_ref().unwrap_err();
+            assert_eq!(err.code, "22012", "{err}");
+            continue;
+        }
+        let rows = result
+            .as_ref()
+            .unwrap_or_else(|e| panic!("statement {i}: {e}"));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].get(0), Some(numbers[i].as_str()), "statement {i}");
+        let q = 1000 / (i as i64 - 57);
+        assert_eq!(
+            rows[0].get(1),
+            Some(q.to_string().as_str()),
+            "statement {i}"
+        );
+    }
+    assert_eq!(results[300].as_ref().unwrap_err().code, "42P01");
+    assert_eq!(results[301].as_ref().unwrap()[0].get(0), Some("last"));
+    assert!(client.pipeline(&[]).unwrap().is_empty());
+
+    // A statement that cannot be sent: the ones before it still ran, and the connection
+    // is usable.
+    client
+        .simple_query("CREATE TEMP TABLE seen (x int)")
+        .unwrap();
+    let err = client
+        .pipeline(&[("INSERT INTO seen VALUES (1)", &[]), ("SELECT '\0'", &[])])
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::InvalidInput { .. })),
+        "{err:?}"
+    );
+    assert_eq!(
+        rows(&client.simple_query("SELECT count(*) FROM seen").unwrap()),
+        [[Some("1".to_owned())]]
+    );
+}

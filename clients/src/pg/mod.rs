@@ -6,7 +6,8 @@
 //! trust, cleartext, MD5 and SCRAM-SHA-256 authentication (the server's signature
 //! verified), the simple query protocol with every result of a multi-statement query,
 //! one parameterised statement in one round trip through the extended protocol
-//! ([`Client::query`]), rows borrowed from the receive buffer
+//! ([`Client::query`]), many of them pipelined ([`Client::pipeline`]), rows borrowed
+//! from the receive buffer
 //! ([`Client::simple_query_with`]) or collected ([`Client::simple_query`]), server
 //! errors as [`DbError`] with every field, notices, notifications, parameter status and
 //! `CancelRequest`. `DESIGN.md` lists what is missing.
@@ -218,6 +219,10 @@ pub struct Notification {
     /// The payload.
     pub payload: String,
 }
+
+/// The outcome of one statement of a [`Client::pipeline`]: its rows, or the server's
+/// error for it.
+pub type StatementResult = Result<Vec<SimpleQueryRow>, Box<DbError>>;
 
 /// What [`CancelToken::cancel`] needs: where the server is and the session's key.
 #[derive(Clone, Debug)]
@@ -466,6 +471,108 @@ impl Client {
             }
         })?;
         Ok(affected)
+    }
+
+    /// Runs several statements pipelined on this one connection: every statement (SQL
+    /// and text parameters, as [`Client::query`] takes them) goes out through the
+    /// extended protocol with its own `Sync`, all in one write, before any reply is read
+    /// (§55.2.4 "Pipelining"). Each `Sync` ends its statement's implicit transaction, so
+    /// a failing statement takes no other with it. Returns one result per statement, in
+    /// order: its rows, or the server's error for it.
+    ///
+    /// The whole batch is written before replies are read: a batch whose requests and
+    /// replies both overflow the socket buffers (many megabytes) would stall until the
+    /// query timeout. Keep batches to what fits, or set [`Config::query_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// [`proto::Error::InvalidInput`] when a statement cannot be sent (after the ones
+    /// before it ran); a protocol error, [`Error::Net`], [`Error::Tls`] or
+    /// [`Error::TimedOut`], after which the connection is unusable.
+    pub fn pipeline(
+        &mut self,
+        statements: &[(&str, &[Option<&str>])],
+    ) -> Result<Vec<StatementResult>, Error> {
+        let mut first = None;
+        let mut last = None;
+        let mut refused = None;
+        for (sql, params) in statements {
+            let params: Vec<Option<&[u8]>> = params.iter().map(|p| p.map(str::as_bytes)).collect();
+            match self.conn.extended_query(sql, &params) {
+                Ok(id) => {
+                    first.get_or_insert(id);
+                    last = Some(id);
+                }
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let (Some(first), Some(last)) = (first, last) else {
+            return match refused {
+                Some(e) => Err(pg(e)),
+                None => Ok(Vec::new()),
+            };
+        };
+        let count = usize::try_from(last.0 - first.0).unwrap_or(usize::MAX) + 1;
+        let mut results: Vec<StatementResult> = (0..count).map(|_| Ok(Vec::new())).collect();
+        let mut columns: Arc<[String]> = Arc::from(Vec::new());
+        let deadline = self
+            .query_timeout
+            .map_or_else(far_future, |t| Instant::now() + t);
+        self.run(deadline, Phase::Query, |event| {
+            // Every reply names its request; the machine only gives ids it issued, and
+            // these were issued last, in order.
+            let slot = |request: proto::RequestId| {
+                request
+                    .0
+                    .checked_sub(first.0)
+                    .and_then(|i| usize::try_from(i).ok())
+                    .filter(|&i| i < count)
+                    .ok_or(pg(proto::Error::UnexpectedMessage {
+                        kind: b'?',
+                        state: "for a request outside the pipeline",
+                    }))
+            };
+            match event {
+                Event::RowDescription {
+                    request,
+                    columns: c,
+                } => {
+                    slot(request)?;
+                    columns = c.fields().map(|f| f.name.to_owned()).collect();
+                }
+                Event::DataRow { request, row } => {
+                    if let Ok(rows) = &mut results[slot(request)?] {
+                        rows.push(text_row(&columns, row));
+                    }
+                }
+                Event::QueryError { request, error } => results[slot(request)?] = Err(error),
+                Event::ReadyForQuery { request, .. } => {
+                    slot(request)?;
+                    return Ok(request == last);
+                }
+                Event::ParseComplete { request }
+                | Event::BindComplete { request }
+                | Event::NoData { request }
+                | Event::CommandComplete { request, .. }
+                | Event::EmptyQueryResponse { request } => {
+                    slot(request)?;
+                }
+                _ => {
+                    return Err(pg(proto::Error::UnexpectedMessage {
+                        kind: b'?',
+                        state: "in a pipeline",
+                    }))
+                }
+            }
+            Ok(false)
+        })?;
+        match refused {
+            Some(e) => Err(pg(e)),
+            None => Ok(results),
+        }
     }
 
     /// Reads the replies to request `id` up to its `ReadyForQuery`, giving result
