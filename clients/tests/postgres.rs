@@ -889,3 +889,143 @@ fn pipeline_keeps_failures_to_their_statement() {
         [[Some("1".to_owned())]]
     );
 }
+
+/// A backend message: type, length, body.
+fn backend_message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// A fake server that accepts the startup without a password, reads one `Query`,
+/// answers it with `reply` and ends its side of the connection.
+fn scripted_server(reply: Vec<u8>) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut len = [0u8; 4];
+        stream.read_exact(&mut len).unwrap();
+        let mut startup = vec![0u8; i32::from_be_bytes(len) as usize - 4];
+        stream.read_exact(&mut startup).unwrap();
+        let mut hello = backend_message(b'R', &0i32.to_be_bytes());
+        hello.extend(backend_message(b'Z', b"I"));
+        stream.write_all(&hello).unwrap();
+        let mut head = [0u8; 5];
+        stream.read_exact(&mut head).unwrap();
+        assert_eq!(head[0], b'Q');
+        let len = i32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut query = vec![0u8; len - 4];
+        stream.read_exact(&mut query).unwrap();
+        let _ = stream.write_all(&reply);
+        // Then end of stream, and wait for the client to close.
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+    });
+    (port, handle)
+}
+
+/// Each malformed reply fails the query with a typed protocol error, shows no row, and
+/// closes the connection.
+#[test]
+fn malformed_replies_close_the_connection() {
+    let description = {
+        let mut body = 1i16.to_be_bytes().to_vec();
+        body.extend_from_slice(b"x\0");
+        body.extend_from_slice(&[
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 25, 255, 255, 255, 255, 255, 255, 0, 0,
+        ]);
+        backend_message(b'T', &body)
+    };
+    let good_row = backend_message(b'D', b"\0\x01\0\0\0\x011");
+    let with = |tail: Vec<u8>| {
+        let mut v = description.clone();
+        v.extend(&good_row);
+        v.extend(tail);
+        v
+    };
+    type Check = fn(&proto::Error) -> bool;
+    let cases: Vec<(&str, Vec<u8>, Check)> = vec![
+        (
+            "more columns than described",
+            with(backend_message(b'D', b"\0\x02\0\0\0\x011\0\0\0\x012")),
+            |e| {
+                matches!(
+                    e,
+                    proto::Error::ColumnCount {
+                        expected: 1,
+                        actual: 2
+                    }
+                )
+            },
+        ),
+        ("length below 4", with(b"D\0\0\0\x03".to_vec()), |e| {
+            matches!(e, proto::Error::InvalidLength { kind: b'D', len: 3 })
+        }),
+        (
+            "negative length",
+            with(b"D\xff\xff\xff\xf0".to_vec()),
+            |e| matches!(e, proto::Error::InvalidLength { kind: b'D', .. }),
+        ),
+        (
+            "longer than the limit",
+            with(b"D\x7f\xff\xff\xff".to_vec()),
+            |e| matches!(e, proto::Error::MessageTooLong { kind: b'D', .. }),
+        ),
+        (
+            "a value running past its message",
+            with(backend_message(b'D', b"\0\x01\0\0\0\x09ab")),
+            |e| matches!(e, proto::Error::Malformed { kind: b'D', .. }),
+        ),
+        (
+            "unknown message type",
+            with(backend_message(b'!', b"")),
+            |e| matches!(e, proto::Error::UnknownMessage { kind: b'!' }),
+        ),
+        ("a row before its description", good_row.clone(), |e| {
+            matches!(e, proto::Error::UnexpectedMessage { kind: b'D', .. })
+        }),
+        (
+            "the connection closed mid-reply",
+            with(b"C\0\0\0".to_vec()),
+            |e| matches!(e, proto::Error::Closed),
+        ),
+    ];
+    for (name, reply, expected) in cases {
+        let (port, server) = scripted_server(reply);
+        let mut client = Client::connect(&Config {
+            connect_timeout: Duration::from_secs(10),
+            query_timeout: Some(Duration::from_secs(10)),
+            limits: {
+                let mut limits = proto::Limits::default();
+                limits.max_message_len = 1 << 20;
+                limits
+            },
+            ..Config::new("127.0.0.1", port, "u")
+        })
+        .unwrap();
+        let mut rows_shown = 0;
+        let err = client
+            .simple_query_with("SELECT x", |event| {
+                if let SimpleQueryEvent::DataRow(_) = event {
+                    rows_shown += 1;
+                }
+            })
+            .unwrap_err();
+        match &err {
+            Error::Postgres(e) if expected(e) => {}
+            e => panic!("{name}: {e:?}"),
+        }
+        // Only the well-formed row before the bad message was shown; never the bad one.
+        let good_rows_sent = usize::from(name != "a row before its description");
+        assert_eq!(rows_shown, good_rows_sent, "{name}");
+        assert!(client.is_closed(), "{name}");
+        drop(client);
+        server.join().unwrap();
+    }
+}
