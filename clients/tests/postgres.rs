@@ -689,6 +689,15 @@ fn tls_through_ssl_request() {
     };
     let mut client = Client::connect(&on_localhost(SslMode::VerifyFull, "ca.pem")).unwrap();
     assert_eq!(ssl_in_use(&mut client), "t");
+    // The cancel goes over TLS too, and works.
+    let token = client.cancel_token().unwrap();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        token.cancel()
+    });
+    let err = client.simple_query("SELECT pg_sleep(30)").unwrap_err();
+    canceller.join().unwrap().unwrap();
+    assert_eq!(db_code(&err), "57014", "{err}");
     let mut client = Client::connect(&on_localhost(SslMode::Prefer, "ca.pem")).unwrap();
     assert_eq!(ssl_in_use(&mut client), "t");
     let mut client = Client::connect(&on_localhost(SslMode::Disable, "ca.pem")).unwrap();

@@ -228,6 +228,8 @@ pub type StatementResult = Result<Vec<SimpleQueryRow>, Box<DbError>>;
 #[derive(Clone, Debug)]
 pub struct CancelToken {
     host: String,
+    /// The session's TLS configuration when it runs over TLS: the cancel does too.
+    tls: Option<Arc<transport::TlsConfig>>,
     port: u16,
     process_id: i32,
     secret_key: i32,
@@ -236,18 +238,27 @@ pub struct CancelToken {
 
 impl CancelToken {
     /// Asks the server to cancel the query the session is running, by sending a
-    /// `CancelRequest` on a new connection (§55.2.8). The server answers nothing; if a
+    /// `CancelRequest` on a new connection (§55.2.8), over TLS (negotiated with an
+    /// `SSLRequest`, required and verified) when the session runs over TLS, so the
+    /// session's key is never sent in plain text. The server answers nothing; if a
     /// query was running, it fails with SQLSTATE `57014` (`query_canceled`). Nothing
     /// happens when the session is idle.
     ///
     /// # Errors
     ///
-    /// As [`transport::connect`] for the new connection, and [`Error::Net`] with
-    /// [`Phase::SendRequest`] when the request cannot be written.
+    /// As [`transport::connect`] for the new connection (and as [`Client::connect`]
+    /// for its TLS), and [`Error::Net`] with [`Phase::SendRequest`] when the request
+    /// cannot be written.
     pub fn cancel(&self) -> Result<(), Error> {
         let deadline = Instant::now() + self.connect_timeout;
         let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
-        let mut stream = transport::connect(&resolver, &self.host, self.port, None, deadline)?;
+        let mut stream = match &self.tls {
+            None => transport::connect(&resolver, &self.host, self.port, None, deadline)?,
+            Some(tls) => {
+                let tcp = transport::connect_tcp(&resolver, &self.host, self.port, deadline)?;
+                negotiate_tls(tcp, &self.host, true, tls, deadline)?
+            }
+        };
         let mut out = Vec::with_capacity(16);
         proto::frontend::cancel_request(&mut out, self.process_id, self.secret_key);
         stream.write_all_before(&out, deadline, Phase::SendRequest)?;
@@ -287,6 +298,8 @@ pub struct Client {
     notifications: Vec<Notification>,
     host: String,
     port: u16,
+    /// The TLS configuration, when the session runs over TLS (for the cancel token).
+    tls: Option<Arc<transport::TlsConfig>>,
     connect_timeout: Duration,
     query_timeout: Option<Duration>,
 }
@@ -314,14 +327,18 @@ impl Client {
     pub fn connect(config: &Config) -> Result<Client, Error> {
         let deadline = Instant::now() + config.connect_timeout;
         let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
-        let stream = match config.ssl_mode {
-            SslMode::Disable => {
-                transport::connect(&resolver, &config.host, config.port, None, deadline)?
-            }
+        let (stream, tls) = match config.ssl_mode {
+            SslMode::Disable => (
+                transport::connect(&resolver, &config.host, config.port, None, deadline)?,
+                None,
+            ),
             SslMode::Prefer | SslMode::VerifyFull => {
-                let tls = transport::tls_config(&config.ssl_root_cert, &[])?;
+                let tls = Arc::new(transport::tls_config(&config.ssl_root_cert, &[])?);
                 let tcp = transport::connect_tcp(&resolver, &config.host, config.port, deadline)?;
-                negotiate_tls(tcp, config, &tls, deadline)?
+                let required = config.ssl_mode == SslMode::VerifyFull;
+                let stream = negotiate_tls(tcp, &config.host, required, &tls, deadline)?;
+                let tls = stream.is_tls().then_some(tls);
+                (stream, tls)
             }
         };
         let mut nonce = [0u8; 24];
@@ -353,6 +370,7 @@ impl Client {
             notifications: Vec::new(),
             host: config.host.clone(),
             port: config.port,
+            tls,
             connect_timeout: config.connect_timeout,
             query_timeout: config.query_timeout,
         };
@@ -752,6 +770,7 @@ impl Client {
         Some(CancelToken {
             host: self.host.clone(),
             port: self.port,
+            tls: self.tls.clone(),
             process_id,
             secret_key,
             connect_timeout: self.connect_timeout,
@@ -791,11 +810,13 @@ impl Drop for Client {
     }
 }
 
-/// Sends an `SSLRequest` and reads the one-byte answer (§55.2.10), then starts TLS, or
-/// goes on in plain text when the server says `N` and `config.ssl_mode` allows it.
+/// Sends an `SSLRequest` and reads the one-byte answer (§55.2.10), then starts TLS with
+/// `host` as the server name, or goes on in plain text when the server says `N` and TLS
+/// is not `required`.
 fn negotiate_tls(
     mut tcp: transport::TcpStream,
-    config: &Config,
+    host: &str,
+    required: bool,
     tls: &transport::TlsConfig,
     deadline: Instant,
 ) -> Result<Stream, Error> {
@@ -823,8 +844,8 @@ fn negotiate_tls(
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             _ => return Err(pg(proto::Error::BytesAfterSslResponse)),
         }
-        transport::start_tls(tcp, &config.host, tls, deadline)
-    } else if config.ssl_mode == SslMode::Prefer {
+        transport::start_tls(tcp, host, tls, deadline)
+    } else if !required {
         Ok(Stream::Tcp(tcp))
     } else {
         Err(pg(proto::Error::TlsRefused))
