@@ -517,6 +517,37 @@ fn notices_and_notifications() {
     assert_eq!(notifications.len(), 1, "{notifications:?}");
     assert_eq!(notifications[0].channel, "keel_channel");
     assert_eq!(notifications[0].payload, "payload 1");
+
+    // Waiting while idle: nothing comes, the connection stays usable; then another
+    // session notifies.
+    let started = Instant::now();
+    assert!(client
+        .wait_for_notifications(Duration::from_millis(200))
+        .unwrap()
+        .is_empty());
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert!(!client.is_closed());
+    let mut other = connect(server.port, SUPERUSER, Some(PASSWORD));
+    let other_pid = rows(&other.simple_query("SELECT pg_backend_pid()").unwrap())[0][0]
+        .clone()
+        .unwrap();
+    let notifier = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        other
+            .simple_query("NOTIFY keel_channel, 'from elsewhere'")
+            .unwrap();
+    });
+    let notifications = client
+        .wait_for_notifications(Duration::from_secs(20))
+        .unwrap();
+    notifier.join().unwrap();
+    assert_eq!(notifications.len(), 1, "{notifications:?}");
+    assert_eq!(notifications[0].payload, "from elsewhere");
+    assert_eq!(notifications[0].process_id.to_string(), other_pid);
+    assert_eq!(
+        rows(&client.simple_query("SELECT 8").unwrap()),
+        [[Some("8".to_owned())]]
+    );
 }
 
 #[test]

@@ -648,6 +648,19 @@ impl Client {
         &mut self,
         deadline: Instant,
         phase: Phase,
+        on_event: impl FnMut(Event<'_>) -> Result<bool, Error>,
+    ) -> Result<(), Error> {
+        self.run_mode(deadline, phase, false, on_event)
+    }
+
+    /// [`Client::run`]; with `idle`, also returns after the first notification, and a
+    /// timeout leaves the connection open (no request was outstanding, and the machine
+    /// only ever takes whole messages, so nothing was lost).
+    fn run_mode(
+        &mut self,
+        deadline: Instant,
+        phase: Phase,
+        idle: bool,
         mut on_event: impl FnMut(Event<'_>) -> Result<bool, Error>,
     ) -> Result<(), Error> {
         let result = (|| loop {
@@ -681,7 +694,7 @@ impl Client {
                                     payload: payload.to_owned(),
                                 },
                             );
-                            false
+                            idle
                         }
                         Event::ParameterStatus { name, value } => {
                             self.parameters.insert(name.to_owned(), value.to_owned());
@@ -697,6 +710,9 @@ impl Client {
                 None => self.fill(deadline, phase)?,
             }
         })();
+        if idle && matches!(result, Err(Error::TimedOut { .. })) {
+            return result;
+        }
         if result.is_err() {
             // The machine's own errors are already sticky inside it (this keeps them);
             // after a socket error or a timeout its state is unknown: close it.
@@ -748,6 +764,39 @@ impl Client {
     /// server.
     pub fn take_notifications(&mut self) -> Vec<Notification> {
         std::mem::take(&mut self.notifications)
+    }
+
+    /// Waits up to `timeout` for a notification (`NotificationResponse`, §55.2.7) while
+    /// no query runs, and returns those received (also ones already kept from earlier
+    /// calls); empty when none came in time. The connection stays usable after a
+    /// timeout.
+    ///
+    /// # Errors
+    ///
+    /// The connection's fatal error if it failed before; a protocol error,
+    /// [`Error::Net`], [`Error::Tls`] or [`proto::Error::Closed`] when the server ends
+    /// the session meanwhile (a `FATAL` error such as `57P01` comes as
+    /// [`proto::Error::Db`]).
+    pub fn wait_for_notifications(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Vec<Notification>, Error> {
+        if let Some(e) = self.conn.error() {
+            return Err(pg(e.clone()));
+        }
+        if self.notifications.is_empty() {
+            let deadline = Instant::now() + timeout;
+            match self.run_mode(deadline, Phase::Query, true, |_| {
+                Err(pg(proto::Error::UnexpectedMessage {
+                    kind: b'?',
+                    state: "with no request outstanding",
+                }))
+            }) {
+                Ok(()) | Err(Error::TimedOut { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.take_notifications())
     }
 
     /// The transaction status after the last query.
