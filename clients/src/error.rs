@@ -198,6 +198,11 @@ pub enum Error {
     #[cfg(feature = "pg")]
     #[error("postgresql: {0}")]
     Postgres(#[source] crate::pg::proto::Error),
+    /// The caller's reader for `COPY ... FROM STDIN` failed; the COPY was abandoned with
+    /// a `CopyFail` and the connection stays usable.
+    #[cfg(feature = "pg")]
+    #[error("reading the copy data: {0}")]
+    CopyInRead(#[source] io::Error),
 }
 
 impl Error {

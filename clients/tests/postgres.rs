@@ -1069,3 +1069,107 @@ fn malformed_replies_close_the_connection() {
         server.join().unwrap();
     }
 }
+
+#[test]
+fn copy_in_and_out() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    client
+        .simple_query("CREATE TEMP TABLE c (id int, name text)")
+        .unwrap();
+    let mut data = Vec::new();
+    for i in 0..100_000 {
+        if i % 10 == 0 {
+            data.extend_from_slice(format!("{i}\t\\N\n").as_bytes());
+        } else {
+            data.extend_from_slice(format!("{i}\tname {i}\n").as_bytes());
+        }
+    }
+    let copied = client
+        .copy_in("COPY c FROM STDIN", std::io::Cursor::new(&data))
+        .unwrap();
+    assert_eq!(copied, 100_000);
+    assert_eq!(
+        rows(
+            &client
+                .simple_query("SELECT count(*), count(name), sum(id) FROM c")
+                .unwrap()
+        ),
+        [[
+            Some("100000".to_owned()),
+            Some("90000".to_owned()),
+            Some("4999950000".to_owned())
+        ]]
+    );
+
+    // Out: the same bytes come back.
+    let mut out = Vec::new();
+    let mut pieces = 0;
+    let copied = client
+        .copy_out("COPY (SELECT * FROM c ORDER BY id) TO STDOUT", |d| {
+            pieces += 1;
+            out.extend_from_slice(d);
+        })
+        .unwrap();
+    assert_eq!(copied, 100_000);
+    assert_eq!(pieces, 100_000, "one CopyData per row in text format");
+    assert!(out == data, "copy out differs from copy in");
+
+    // A bad value: a server error, the connection usable, nothing copied.
+    let err = client
+        .copy_in("COPY c FROM STDIN", &b"1\tok\nnot a number\tx\n"[..])
+        .unwrap_err();
+    assert_eq!(db_code(&err), "22P02", "{err}");
+    // A failing reader: CopyFail, the server's error is 57014, the call says why.
+    struct Failing(bool);
+    impl Read for Failing {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if std::mem::replace(&mut self.0, true) {
+                Err(std::io::Error::other("disk on fire"))
+            } else {
+                buf[..4].copy_from_slice(b"7\tx\n");
+                Ok(4)
+            }
+        }
+    }
+    let err = client
+        .copy_in("COPY c FROM STDIN", Failing(false))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::CopyInRead(e) if e.to_string() == "disk on fire"),
+        "{err:?}"
+    );
+    assert_eq!(
+        rows(&client.simple_query("SELECT count(*) FROM c").unwrap()),
+        [[Some("100000".to_owned())]]
+    );
+
+    // COPY through the query methods is refused without hanging, in both protocols.
+    let err = client.simple_query("COPY c FROM STDIN").unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::Db(_))),
+        "{err:?}"
+    );
+    let err = client.query("COPY c FROM STDIN", &[]).unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::Db(_))),
+        "{err:?}"
+    );
+    let err = client
+        .simple_query("COPY (SELECT 1) TO STDOUT")
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::InvalidInput { .. })),
+        "{err:?}"
+    );
+    let err = client.copy_in("SELECT 1", &b""[..]).unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::InvalidInput { .. })),
+        "{err:?}"
+    );
+    assert_eq!(
+        rows(&client.simple_query("SELECT 9").unwrap()),
+        [[Some("9".to_owned())]]
+    );
+    assert!(!client.is_closed());
+}

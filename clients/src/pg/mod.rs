@@ -7,10 +7,11 @@
 //! verified), the simple query protocol with every result of a multi-statement query,
 //! one parameterised statement in one round trip through the extended protocol
 //! ([`Client::query`]), many of them pipelined ([`Client::pipeline`]), rows borrowed
-//! from the receive buffer
-//! ([`Client::simple_query_with`]) or collected ([`Client::simple_query`]), server
-//! errors as [`DbError`] with every field, notices, notifications, parameter status and
-//! `CancelRequest`. `DESIGN.md` lists what is missing.
+//! from the receive buffer ([`Client::simple_query_with`]) or collected
+//! ([`Client::simple_query`]), COPY in and out ([`Client::copy_in`],
+//! [`Client::copy_out`]), server errors as [`DbError`] with every field, notices,
+//! notifications, parameter status and `CancelRequest`. `DESIGN.md` lists what is
+//! missing.
 //!
 //! ```no_run
 //! use keel_clients::pg::{Client, Config, SimpleQueryMessage};
@@ -593,6 +594,159 @@ impl Client {
         }
     }
 
+    /// Runs `sql`, a `COPY ... FROM STDIN` statement, and sends what `data` reads as its
+    /// data (§55.2.6), in the format the statement names (text by default: one row per
+    /// line, columns separated by tabs, `\N` for NULL). Returns the number of rows the
+    /// server copied.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CopyInRead`] when `data` fails (the COPY is abandoned with a `CopyFail`,
+    /// the connection stays usable); [`Error::Postgres`] with [`proto::Error::Db`] when
+    /// the server refuses the statement or the data (`22P02` for a bad value, ...; the
+    /// connection stays usable) or with [`proto::Error::InvalidInput`] when `sql` is
+    /// not a COPY FROM STDIN (it ran; its rows are dropped); otherwise as
+    /// [`Client::simple_query`].
+    pub fn copy_in(&mut self, sql: &str, mut data: impl std::io::Read) -> Result<u64, Error> {
+        let id = self.conn.simple_query(sql).map_err(pg)?;
+        let deadline = self
+            .query_timeout
+            .map_or_else(far_future, |t| Instant::now() + t);
+        let mut failure = None;
+        let mut tag_rows = 0;
+        let mut copies = 0;
+        let mut read_error = None;
+        loop {
+            let mut finished = false;
+            let mut copy_in = false;
+            self.run(deadline, Phase::Query, |event| {
+                copy_in = on_copy_event(
+                    id,
+                    event,
+                    &mut failure,
+                    &mut tag_rows,
+                    &mut finished,
+                    &mut |_| {},
+                )?;
+                Ok(copy_in || finished)
+            })?;
+            if finished {
+                break;
+            }
+            if copy_in {
+                copies += 1;
+                if copies > 1 {
+                    // A second COPY FROM STDIN in the same query string: `data` is spent.
+                    self.conn
+                        .copy_fail("copy_in sends data for one COPY FROM STDIN")
+                        .map_err(pg)?;
+                    continue;
+                }
+                read_error = self.send_copy_data(&mut data, deadline)?;
+            }
+        }
+        if let Some(e) = read_error {
+            return Err(Error::CopyInRead(e));
+        }
+        match failure {
+            Some(error) => Err(pg(proto::Error::Db(error))),
+            None if copies != 1 => Err(pg(proto::Error::InvalidInput {
+                what: "copy_in needs one COPY ... FROM STDIN statement",
+            })),
+            None => Ok(tag_rows),
+        }
+    }
+
+    /// Sends what `data` reads as `CopyData`, then `CopyDone`; or `CopyFail` when `data`
+    /// fails, returning its error.
+    fn send_copy_data(
+        &mut self,
+        data: &mut impl std::io::Read,
+        deadline: Instant,
+    ) -> Result<Option<std::io::Error>, Error> {
+        let mut chunk = vec![0u8; 64 * 1024];
+        let read_error = loop {
+            match data.read(&mut chunk) {
+                Ok(0) => break None,
+                Ok(n) => {
+                    self.conn.copy_data(&chunk[..n]).map_err(pg)?;
+                    self.conn.poll_transmit(&mut self.wbuf);
+                    let sent = self
+                        .stream
+                        .write_all_before(&self.wbuf, deadline, Phase::Query);
+                    self.wbuf.clear();
+                    if let Err(e) = sent {
+                        self.conn.handle_eof();
+                        return Err(e);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Some(e),
+            }
+        };
+        match &read_error {
+            None => self.conn.copy_done().map_err(pg)?,
+            Some(e) => {
+                // The reason comes back in the server's error text; keep it free of NULs.
+                let reason =
+                    format!("the client's copy data reader failed: {e}").replace('\0', " ");
+                self.conn.copy_fail(&reason).map_err(pg)?;
+            }
+        }
+        Ok(read_error)
+    }
+
+    /// Runs `sql`, a `COPY ... TO STDOUT` statement, and gives each piece of its data to
+    /// `on_data` as it arrives, borrowing from the receive buffer (§55.2.6; in text
+    /// format, one row per `CopyData`). Returns the number of rows copied.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::simple_query`]; [`proto::Error::InvalidInput`] when `sql` is not a
+    /// COPY TO STDOUT (it ran; its rows are dropped).
+    pub fn copy_out(&mut self, sql: &str, mut on_data: impl FnMut(&[u8])) -> Result<u64, Error> {
+        let id = self.conn.simple_query(sql).map_err(pg)?;
+        let deadline = self
+            .query_timeout
+            .map_or_else(far_future, |t| Instant::now() + t);
+        let mut failure = None;
+        let mut tag_rows = 0;
+        let mut copied = false;
+        loop {
+            let mut finished = false;
+            let mut copy_in = false;
+            self.run(deadline, Phase::Query, |event| {
+                if matches!(event, Event::CopyOutResponse { .. }) {
+                    copied = true;
+                }
+                copy_in = on_copy_event(
+                    id,
+                    event,
+                    &mut failure,
+                    &mut tag_rows,
+                    &mut finished,
+                    &mut on_data,
+                )?;
+                Ok(copy_in || finished)
+            })?;
+            if finished {
+                break;
+            }
+            if copy_in {
+                self.conn
+                    .copy_fail("COPY FROM STDIN needs copy_in")
+                    .map_err(pg)?;
+            }
+        }
+        match failure {
+            Some(error) => Err(pg(proto::Error::Db(error))),
+            None if !copied => Err(pg(proto::Error::InvalidInput {
+                what: "copy_out needs a COPY ... TO STDOUT statement",
+            })),
+            None => Ok(tag_rows),
+        }
+    }
+
     /// Reads the replies to request `id` up to its `ReadyForQuery`, giving result
     /// messages to `on_message`; a statement's error is returned at the end.
     fn replies(
@@ -604,39 +758,68 @@ impl Client {
             .query_timeout
             .map_or_else(far_future, |t| Instant::now() + t);
         let mut failure = None;
-        self.run(deadline, Phase::Query, |event| {
-            match event {
-                Event::RowDescription { request, columns } if request == id => {
-                    on_message(SimpleQueryEvent::RowDescription(columns));
+        let mut copy_refused = false;
+        loop {
+            let mut copy_in = false;
+            let mut finished = false;
+            self.run(deadline, Phase::Query, |event| {
+                match event {
+                    Event::RowDescription { request, columns } if request == id => {
+                        on_message(SimpleQueryEvent::RowDescription(columns));
+                    }
+                    Event::DataRow { request, row } if request == id => {
+                        on_message(SimpleQueryEvent::DataRow(row));
+                    }
+                    Event::CommandComplete { request, tag } if request == id => {
+                        on_message(SimpleQueryEvent::CommandComplete(tag));
+                    }
+                    Event::EmptyQueryResponse { request } if request == id => {
+                        on_message(SimpleQueryEvent::EmptyQuery);
+                    }
+                    Event::QueryError { request, error } if request == id => failure = Some(error),
+                    Event::ParseComplete { request }
+                    | Event::BindComplete { request }
+                    | Event::NoData { request }
+                        if request == id => {}
+                    Event::ReadyForQuery { request, .. } if request == id => {
+                        finished = true;
+                        return Ok(true);
+                    }
+                    // COPY through a query method: refused (FROM STDIN, below) or its data
+                    // dropped (TO STDOUT), and the call fails once the statement is over.
+                    Event::CopyInResponse { request } if request == id => {
+                        copy_in = true;
+                        return Ok(true);
+                    }
+                    Event::CopyOutResponse { request } if request == id => copy_refused = true,
+                    Event::CopyData { request, .. } | Event::CopyDone { request }
+                        if request == id => {}
+                    // One request at a time is outstanding (`&mut self`), and the machine
+                    // names the request each reply answers.
+                    _ => {
+                        return Err(pg(proto::Error::UnexpectedMessage {
+                            kind: b'?',
+                            state: "for another request",
+                        }))
+                    }
                 }
-                Event::DataRow { request, row } if request == id => {
-                    on_message(SimpleQueryEvent::DataRow(row));
-                }
-                Event::CommandComplete { request, tag } if request == id => {
-                    on_message(SimpleQueryEvent::CommandComplete(tag));
-                }
-                Event::EmptyQueryResponse { request } if request == id => {
-                    on_message(SimpleQueryEvent::EmptyQuery);
-                }
-                Event::QueryError { request, error } if request == id => failure = Some(error),
-                Event::ParseComplete { request }
-                | Event::BindComplete { request }
-                | Event::NoData { request }
-                    if request == id => {}
-                Event::ReadyForQuery { request, .. } if request == id => return Ok(true),
-                // One request at a time is outstanding (`&mut self`), and the machine
-                // names the request each reply answers.
-                _ => {
-                    return Err(pg(proto::Error::UnexpectedMessage {
-                        kind: b'?',
-                        state: "for another request",
-                    }))
-                }
+                Ok(false)
+            })?;
+            if finished {
+                break;
             }
-            Ok(false)
-        })?;
+            if copy_in {
+                copy_refused = true;
+                self.conn
+                    .copy_fail("COPY FROM STDIN needs copy_in")
+                    .map_err(pg)?;
+            }
+        }
         match failure {
             Some(error) => Err(pg(proto::Error::Db(error))),
+            None if copy_refused => Err(pg(proto::Error::InvalidInput {
+                what: "COPY needs copy_in or copy_out",
+            })),
             None => Ok(()),
         }
     }
@@ -899,6 +1082,42 @@ fn negotiate_tls(
     } else {
         Err(pg(proto::Error::TlsRefused))
     }
+}
+
+/// Handles one event of the COPY request `id`: data to `on_data`, the command tag's row
+/// count to `tag_rows`, a statement error to `failure`, `finished` at its
+/// `ReadyForQuery`. Returns `true` at `CopyInResponse`, when the caller must send data
+/// (or `CopyFail`) before reading on. Rows of a statement that is not a COPY are dropped.
+fn on_copy_event(
+    id: proto::RequestId,
+    event: Event<'_>,
+    failure: &mut Option<Box<DbError>>,
+    tag_rows: &mut u64,
+    finished: &mut bool,
+    on_data: &mut dyn FnMut(&[u8]),
+) -> Result<bool, Error> {
+    match event {
+        Event::CopyInResponse { request } if request == id => return Ok(true),
+        Event::CopyData { request, data } if request == id => on_data(data),
+        Event::CommandComplete { request, tag } if request == id => {
+            *tag_rows = rows_affected(tag).unwrap_or(0);
+        }
+        Event::QueryError { request, error } if request == id => *failure = Some(error),
+        Event::ReadyForQuery { request, .. } if request == id => *finished = true,
+        Event::CopyOutResponse { request }
+        | Event::CopyDone { request }
+        | Event::RowDescription { request, .. }
+        | Event::DataRow { request, .. }
+        | Event::EmptyQueryResponse { request }
+            if request == id => {}
+        _ => {
+            return Err(pg(proto::Error::UnexpectedMessage {
+                kind: b'?',
+                state: "for another request",
+            }))
+        }
+    }
+    Ok(false)
 }
 
 /// An owned row of text values with its column names.

@@ -114,6 +114,32 @@ pub enum Event<'b> {
         /// The request answered.
         request: RequestId,
     },
+    /// `CopyInResponse`: the server waits for the COPY data of `request`: send it with
+    /// [`Connection::copy_data`], then [`Connection::copy_done`] (or
+    /// [`Connection::copy_fail`]).
+    CopyInResponse {
+        /// The request answered.
+        request: RequestId,
+    },
+    /// `CopyOutResponse`: COPY data for `request` follows as [`Event::CopyData`], until
+    /// [`Event::CopyDone`].
+    CopyOutResponse {
+        /// The request answered.
+        request: RequestId,
+    },
+    /// `CopyData` of a COPY TO STDOUT of `request`, borrowing from the receive buffer
+    /// (for text format, usually one row).
+    CopyData {
+        /// The request answered.
+        request: RequestId,
+        /// The data.
+        data: &'b [u8],
+    },
+    /// `CopyDone`: the COPY TO STDOUT data of `request` is complete.
+    CopyDone {
+        /// The request answered.
+        request: RequestId,
+    },
     /// `ReadyForQuery`: `request` is complete, nothing more will come for it.
     ReadyForQuery {
         /// The request completed.
@@ -160,11 +186,21 @@ enum State {
     Failed(Error),
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Copy {
+    /// After `CopyInResponse`, until the client's `CopyDone` or `CopyFail`.
+    In,
+    /// After `CopyOutResponse`, until the server's `CopyDone`.
+    Out,
+}
+
 #[derive(Debug)]
 struct Request {
     id: RequestId,
     /// Sent with the extended protocol (`Parse`, `Bind`, ...), not as a `Query`.
     extended: bool,
+    /// The COPY sub-protocol the request is in, if any (§55.2.6).
+    copy: Option<Copy>,
     /// The column count of the current result set, after its `RowDescription`.
     columns: Option<usize>,
 }
@@ -297,6 +333,7 @@ impl Connection {
         self.queue.push_back(Request {
             id,
             extended: false,
+            copy: None,
             columns: None,
         });
         Ok(id)
@@ -343,9 +380,80 @@ impl Connection {
         self.queue.push_back(Request {
             id,
             extended: true,
+            copy: None,
             columns: None,
         });
         Ok(id)
+    }
+
+    /// The request in COPY FROM STDIN mode, or the error to give a caller asking to send
+    /// COPY data without one.
+    fn copy_in_request(&mut self) -> Result<&mut Request, Error> {
+        if let State::Failed(e) = &self.state {
+            return Err(e.clone());
+        }
+        self.queue
+            .front_mut()
+            .filter(|r| r.copy == Some(Copy::In))
+            .ok_or(Error::InvalidInput {
+                what: "no copy from stdin in progress",
+            })
+    }
+
+    /// Queues a `CopyData` with `data` for the COPY FROM STDIN in progress (after
+    /// [`Event::CopyInResponse`]; §55.2.6). Data longer than 1 MiB goes out as several
+    /// messages.
+    ///
+    /// # Errors
+    ///
+    /// The sticky fatal error if the machine failed; [`Error::InvalidInput`] when no
+    /// COPY FROM STDIN is in progress.
+    pub fn copy_data(&mut self, data: &[u8]) -> Result<(), Error> {
+        self.copy_in_request()?;
+        for chunk in data.chunks(1 << 20) {
+            frontend::copy_data(&mut self.send, chunk)?;
+        }
+        Ok(())
+    }
+
+    /// Queues a `CopyDone`: the COPY FROM STDIN data is complete; the server answers
+    /// `CommandComplete` (`COPY <rows>`) or an error, then `ReadyForQuery`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::copy_data`].
+    pub fn copy_done(&mut self) -> Result<(), Error> {
+        let request = self.copy_in_request()?;
+        request.copy = None;
+        let extended = request.extended;
+        frontend::copy_done(&mut self.send);
+        self.sync_after_copy(extended);
+        Ok(())
+    }
+
+    /// The server ignores a `Sync` received in copy-in mode (§55.2.6), so the one sent
+    /// with an extended-protocol request was spent: send another to end it.
+    fn sync_after_copy(&mut self, extended: bool) {
+        if extended {
+            frontend::sync(&mut self.send);
+        }
+    }
+
+    /// Queues a `CopyFail` with `message`: the COPY FROM STDIN is abandoned; the server
+    /// answers an `ErrorResponse` (SQLSTATE `57014`) naming `message`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::copy_data`]; [`Error::InvalidInput`] also when `message` holds a
+    /// NUL (then nothing is queued and the COPY is still in progress).
+    pub fn copy_fail(&mut self, message: &str) -> Result<(), Error> {
+        self.copy_in_request()?;
+        frontend::copy_fail(&mut self.send, message)?;
+        let request = self.copy_in_request()?;
+        request.copy = None;
+        let extended = request.extended;
+        self.sync_after_copy(extended);
+        Ok(())
     }
 
     /// Queues a `Terminate` (§55.2.11) and closes the machine: later calls return
@@ -380,7 +488,7 @@ impl Connection {
     /// Fatal and sticky (every later call returns the same error): a protocol error from
     /// [`backend::parse`]; [`Error::ColumnCount`]; [`Error::UnexpectedMessage`] for a
     /// message not allowed now (a reply with no request outstanding, `AuthenticationOk`
-    /// before the SCRAM server signature, COPY, which is not supported yet);
+    /// before the SCRAM server signature, `CopyBothResponse`);
     /// [`Error::PasswordRequired`], [`Error::UnsupportedAuthentication`],
     /// [`Error::Scram`], [`Error::ScramIterations`] during authentication;
     /// [`Error::Db`] for an `ErrorResponse` during startup or a `FATAL` one later.
@@ -415,6 +523,7 @@ impl Connection {
                 return match self.queue.front_mut() {
                     Some(request) if in_query => {
                         request.columns = None;
+                        request.copy = None;
                         Ok(Event::QueryError {
                             request: request.id,
                             error,
@@ -548,7 +657,28 @@ impl Connection {
             return Err(Self::unexpected(kind, "with no request outstanding"));
         };
         let id = request.id;
+        match (request.copy, message) {
+            (Some(Copy::Out), Message::CopyData { data }) => {
+                return Ok(Event::CopyData { request: id, data });
+            }
+            (Some(Copy::Out), Message::CopyDone) => {
+                request.copy = None;
+                return Ok(Event::CopyDone { request: id });
+            }
+            (Some(Copy::Out), _) => return Err(Self::unexpected(kind, "in copy to stdout")),
+            (Some(Copy::In), _) => return Err(Self::unexpected(kind, "in copy from stdin")),
+            (None, _) => {}
+        }
         match message {
+            Message::CopyInResponse | Message::CopyOutResponse if request.columns.is_none() => {
+                if matches!(message, Message::CopyInResponse) {
+                    request.copy = Some(Copy::In);
+                    Ok(Event::CopyInResponse { request: id })
+                } else {
+                    request.copy = Some(Copy::Out);
+                    Ok(Event::CopyOutResponse { request: id })
+                }
+            }
             Message::RowDescription(columns) => {
                 if request.columns.is_some() {
                     return Err(Self::unexpected(kind, "inside a result set"));
@@ -601,9 +731,10 @@ impl Connection {
                     _ => Event::NoData { request: id },
                 })
             }
-            Message::CopyInResponse | Message::CopyOutResponse | Message::CopyBothResponse => {
-                Err(Self::unexpected(kind, "(copy is not supported)"))
-            }
+            Message::CopyBothResponse => Err(Self::unexpected(
+                kind,
+                "(copy both, for streaming replication, is not supported)",
+            )),
             _ => Err(Self::unexpected(kind, "in a simple query")),
         }
     }
@@ -961,11 +1092,14 @@ mod tests {
             Err(Error::UnexpectedMessage { kind: b'D', .. })
         ));
 
+        // A row inside COPY TO STDOUT.
         let mut conn = ready_trust();
-        conn.simple_query("SELECT 1").unwrap();
+        conn.simple_query("COPY t TO STDOUT").unwrap();
+        let mut server = msg(b'H', b"\0\0\0");
+        server.extend(data_row(&[Some("1")]));
         assert!(matches!(
-            feed_all(&mut conn, &msg(b'G', b"\0\0\0")),
-            Err(Error::UnexpectedMessage { kind: b'G', .. })
+            feed_all(&mut conn, &server),
+            Err(Error::UnexpectedMessage { kind: b'D', .. })
         ));
 
         // A FATAL error with no request outstanding ends the session.
@@ -1013,6 +1147,55 @@ mod tests {
             feed_all(&mut conn, &msg(b'1', b"")),
             Err(Error::UnexpectedMessage { kind: b'1', .. })
         ));
+    }
+
+    #[test]
+    fn copy_in_and_out() {
+        let mut conn = ready_trust();
+        assert!(matches!(
+            conn.copy_data(b"x"),
+            Err(Error::InvalidInput { .. })
+        ));
+        let id = conn.simple_query("COPY t FROM STDIN").unwrap();
+        conn.poll_transmit(&mut Vec::new());
+        let events = feed_all(&mut conn, &msg(b'G', b"\0\0\0")).unwrap();
+        assert_eq!(events, [format!("CopyInResponse {{ request: {id:?} }}")]);
+        conn.copy_data(b"1\n2\n").unwrap();
+        conn.copy_done().unwrap();
+        assert!(conn.copy_done().is_err(), "copy already done");
+        let mut out = Vec::new();
+        conn.poll_transmit(&mut out);
+        assert_eq!(out, b"d\0\0\0\x081\n2\nc\0\0\0\x04");
+        let mut server = msg(b'C', b"COPY 2\0");
+        server.extend(msg(b'Z', b"I"));
+        assert_eq!(feed_all(&mut conn, &server).unwrap().len(), 2);
+
+        // Out: data, done, tag.
+        let id = conn.simple_query("COPY t TO STDOUT").unwrap();
+        let mut server = msg(b'H', b"\0\0\x01\0\0");
+        server.extend(msg(b'd', b"1\n"));
+        server.extend(msg(b'd', b"2\n"));
+        server.extend(msg(b'c', b""));
+        server.extend(msg(b'C', b"COPY 2\0"));
+        server.extend(msg(b'Z', b"I"));
+        let mut bytes = &server[..];
+        let mut data = Vec::new();
+        while let Some(input) = conn.feed(bytes).unwrap() {
+            if let Event::CopyData { request, data: d } = input.event {
+                assert_eq!(request, id);
+                data.extend_from_slice(d);
+            }
+            bytes = &bytes[input.consumed..];
+        }
+        assert_eq!(data, b"1\n2\n");
+        assert_eq!(conn.outstanding(), 0);
+
+        // An error during COPY FROM STDIN ends it; CopyFail is refused afterwards.
+        conn.simple_query("COPY t FROM STDIN").unwrap();
+        feed_all(&mut conn, &msg(b'G', b"\0\0\0")).unwrap();
+        feed_all(&mut conn, &msg(b'E', b"SERROR\0VERROR\0C22P02\0Mbad\0\0")).unwrap();
+        assert!(conn.copy_fail("x").is_err());
+        feed_all(&mut conn, &msg(b'Z', b"I")).unwrap();
     }
 
     #[test]

@@ -274,6 +274,24 @@ pub fn flush(out: &mut Vec<u8>) {
     out.extend_from_slice(b"H\0\0\0\x04");
 }
 
+/// Appends a `CopyData` (`d`, §55.7) carrying `data` (any slice of the COPY stream; row
+/// boundaries need not match messages).
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] when `data` is longer than 2^31 - 5 bytes.
+pub fn copy_data(out: &mut Vec<u8>, data: &[u8]) -> Result<(), Error> {
+    message(out, Some(b'd'), |out| {
+        out.extend_from_slice(data);
+        Ok(())
+    })
+}
+
+/// Appends a `CopyDone` (`c`, §55.7): the COPY data is complete.
+pub fn copy_done(out: &mut Vec<u8>) {
+    out.extend_from_slice(b"c\0\0\0\x04");
+}
+
 /// Appends a `CopyFail` (`f`, §55.7) with an error `message` for the server to report.
 ///
 /// # Errors
@@ -396,6 +414,11 @@ mod tests {
         out.clear();
         ssl_request(&mut out);
         assert_eq!(out, [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
+
+        out.clear();
+        copy_data(&mut out, b"1\tx\n").unwrap();
+        copy_done(&mut out);
+        assert_eq!(out, b"d\0\0\0\x081\tx\nc\0\0\0\x04");
 
         out.clear();
         copy_fail(&mut out, "no").unwrap();
