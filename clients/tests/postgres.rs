@@ -1173,3 +1173,47 @@ fn copy_in_and_out() {
     );
     assert!(!client.is_closed());
 }
+
+#[test]
+fn transactions() {
+    let server = server();
+    let mut client = connect(server.port, SUPERUSER, Some(PASSWORD));
+    client.simple_query("CREATE TEMP TABLE tx (v int)").unwrap();
+    let count = |client: &mut Client| {
+        rows(&client.simple_query("SELECT count(*) FROM tx").unwrap())[0][0]
+            .clone()
+            .unwrap()
+    };
+
+    let mut tx = client.transaction().unwrap();
+    assert_eq!(tx.transaction_status(), TransactionStatus::InTransaction);
+    tx.execute("INSERT INTO tx VALUES ($1)", &[Some("1")])
+        .unwrap();
+    tx.commit().unwrap();
+    assert_eq!(count(&mut client), "1");
+
+    let mut tx = client.transaction().unwrap();
+    tx.execute("INSERT INTO tx VALUES (2)", &[]).unwrap();
+    tx.rollback().unwrap();
+    assert_eq!(count(&mut client), "1");
+
+    {
+        let mut tx = client.transaction().unwrap();
+        tx.execute("INSERT INTO tx VALUES (3)", &[]).unwrap();
+        // Dropped: rolled back.
+    }
+    assert_eq!(client.transaction_status(), TransactionStatus::Idle);
+    assert_eq!(count(&mut client), "1");
+
+    let mut tx = client.transaction().unwrap();
+    tx.execute("INSERT INTO tx VALUES (4)", &[]).unwrap();
+    assert!(tx.execute("INSERT INTO tx VALUES ('x')", &[]).is_err());
+    assert_eq!(tx.transaction_status(), TransactionStatus::Failed);
+    let err = tx.commit().unwrap_err();
+    assert!(
+        matches!(err, Error::Postgres(proto::Error::TransactionRolledBack)),
+        "{err:?}"
+    );
+    assert_eq!(client.transaction_status(), TransactionStatus::Idle);
+    assert_eq!(count(&mut client), "1");
+}

@@ -747,6 +747,21 @@ impl Client {
         }
     }
 
+    /// Starts a transaction block (`BEGIN`) and returns a guard that derefs to this
+    /// client: run statements through it, then [`Transaction::commit`] or
+    /// [`Transaction::rollback`]. Dropping the guard without either rolls back.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::simple_query`] for the `BEGIN`.
+    pub fn transaction(&mut self) -> Result<Transaction<'_>, Error> {
+        self.simple_query("BEGIN")?;
+        Ok(Transaction {
+            client: self,
+            done: false,
+        })
+    }
+
     /// Reads the replies to request `id` up to its `ReadyForQuery`, giving result
     /// messages to `on_message`; a statement's error is returned at the end.
     fn replies(
@@ -1032,6 +1047,68 @@ impl Client {
                 .stream
                 .write_all_before(&self.wbuf, deadline, Phase::Query);
             self.stream.close();
+        }
+    }
+}
+
+/// A transaction block on a [`Client`], from [`Client::transaction`]: derefs to the
+/// client; ends with [`Transaction::commit`], [`Transaction::rollback`], or, when
+/// dropped, a rollback.
+#[derive(Debug)]
+pub struct Transaction<'a> {
+    client: &'a mut Client,
+    done: bool,
+}
+
+impl Transaction<'_> {
+    /// Commits (`COMMIT`). When a statement in the block had failed, the server rolls
+    /// back instead and answers with the tag `ROLLBACK`, without an error; this method
+    /// reports it as one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::simple_query`]; [`proto::Error::TransactionRolledBack`] when the
+    /// block had failed and was rolled back.
+    pub fn commit(mut self) -> Result<(), Error> {
+        self.done = true;
+        let messages = self.client.simple_query("COMMIT")?;
+        if messages.contains(&SimpleQueryMessage::CommandComplete("ROLLBACK".into())) {
+            return Err(pg(proto::Error::TransactionRolledBack));
+        }
+        Ok(())
+    }
+
+    /// Rolls back (`ROLLBACK`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::simple_query`].
+    pub fn rollback(mut self) -> Result<(), Error> {
+        self.done = true;
+        self.client.simple_query("ROLLBACK").map(drop)
+    }
+}
+
+impl std::ops::Deref for Transaction<'_> {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        self.client
+    }
+}
+
+impl std::ops::DerefMut for Transaction<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.done && !self.client.is_closed() {
+            // Best effort: a failure here leaves the connection closed, which every
+            // later call reports.
+            let _ = self.client.simple_query("ROLLBACK");
         }
     }
 }

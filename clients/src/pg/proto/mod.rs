@@ -155,6 +155,10 @@ pub enum Error {
     /// statement's error.
     #[error("{0}")]
     Db(Box<DbError>),
+    /// `COMMIT` of a transaction block in which a statement had failed: the server
+    /// rolled it back instead (command tag `ROLLBACK`).
+    #[error("commit of a failed transaction: rolled back")]
+    TransactionRolledBack,
     /// The server or the caller ended the connection.
     #[error("connection closed")]
     Closed,
