@@ -15,6 +15,8 @@
 //!   http::Client ──► transport::connect ──► keel_net (DNS, Happy Eyeballs, TCP)
 //!        │                         └──────► keel_tls::TlsStream (SNI, ALPN, verify)
 //!        └──────► keel_http::ClientConnection (bytes in, events out; no I/O)
+//!   pg::Client ───► transport::connect_tcp, SSLRequest, transport::start_tls
+//!        └──────► pg::proto::Connection (bytes in, events out; no I/O)
 //! ```
 //!
 //! Errors: one enum, [`Error`], whose variants name the [`Phase`] and what went wrong.
