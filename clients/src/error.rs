@@ -54,8 +54,9 @@ impl fmt::Display for Phase {
 #[non_exhaustive]
 pub enum Error {
     // ---- the caller's input -----------------------------------------------------------
-    /// The URL could not be used: not `http` or `https`, no host, a bad port, a byte
-    /// RFC 3986 does not allow (§3).
+    /// The URL could not be used: not `http` or `https` (for the HTTP client) or
+    /// `postgres`/`postgresql` (for `pg::Config::from_url`), no host, a bad port, a byte
+    /// RFC 3986 does not allow (§3), a parameter the client does not support.
     #[error("invalid url {url:?}: {reason}")]
     InvalidUrl {
         /// The URL as given, its userinfo (user and password) replaced by `***`.

@@ -1217,3 +1217,94 @@ fn transactions() {
     assert_eq!(client.transaction_status(), TransactionStatus::Idle);
     assert_eq!(count(&mut client), "1");
 }
+
+/// Builds the `psql` example into the target directory holding `profile_dir`.
+fn build_example(profile_dir: &Path) {
+    let target_dir = profile_dir.parent().unwrap();
+    let built = Command::new("timeout")
+        .arg("600")
+        .arg(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "keel-clients",
+            "--all-features",
+            "--example",
+            "psql",
+        ])
+        .env("CARGO_TARGET_DIR", target_dir)
+        .status()
+        .expect("run cargo build --example psql");
+    assert!(built.success(), "cargo build --example psql failed");
+}
+
+/// Runs the `psql` example (built by `cargo test` next to this test binary).
+fn psql(url: &str, sql: &str) -> (String, String, i32) {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    let psql = profile_dir.join("examples").join("psql");
+    // `cargo test` builds examples, but not when asked for one test target; and an
+    // example left from an earlier build may be stale. A no-op when up to date.
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    BUILD.call_once(|| build_example(profile_dir));
+    let out = Command::new(&psql)
+        .args([url, "-c", sql])
+        .output()
+        .expect("run the psql example");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn psql_example() {
+    let server = server();
+    let url = format!(
+        "postgres://{SUPERUSER}:{PASSWORD}@127.0.0.1:{}/postgres?sslmode=disable",
+        server.port
+    );
+    let (stdout, stderr, code) = psql(
+        &url,
+        "SELECT 1 AS a, NULL AS b, 'x\"y' AS c; SELECT 2; DO $$ BEGIN RAISE NOTICE 'hi'; END $$",
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "[\"1\",null,\"x\\\"y\"]\n[\"2\"]\n");
+    assert!(
+        stderr.contains("SELECT 1") && stderr.contains("hi"),
+        "{stderr}"
+    );
+
+    // An error after rows were printed.
+    let (stdout, stderr, code) = psql(&url, "SELECT 1; SELECT * FROM missing_table");
+    assert_eq!((stdout.as_str(), code), ("[\"1\"]\n", 1));
+    assert!(
+        stderr.contains("ERROR 42P01: relation \"missing_table\" does not exist"),
+        "{stderr}"
+    );
+
+    // An error during startup, and a client-side refusal.
+    let bad = format!(
+        "postgres://{SUPERUSER}:wrong@127.0.0.1:{}/postgres",
+        server.port
+    );
+    let (stdout, stderr, code) = psql(&bad, "SELECT 1");
+    assert_eq!((stdout.as_str(), code), ("", 1));
+    assert!(stderr.starts_with("ERROR 28P01: "), "{stderr}");
+    let (_, stderr, code) = psql("postgres://u@h?sslmode=require", "SELECT 1");
+    assert_eq!(code, 1);
+    assert!(stderr.starts_with("ERROR: "), "{stderr}");
+
+    // Over TLS, verified.
+    let tls = format!(
+        "postgres://{SUPERUSER}:{PASSWORD}@localhost:{}/postgres?sslmode=verify-full&sslrootcert={}",
+        server.port,
+        server.pki.join("ca.pem").display()
+    );
+    let (stdout, stderr, code) = psql(
+        &tls,
+        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+    );
+    assert_eq!((stdout.as_str(), code), ("[\"t\"]\n", 0), "{stderr}");
+}

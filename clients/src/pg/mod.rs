@@ -31,6 +31,7 @@
 //! ```
 
 pub mod proto;
+mod url;
 
 use std::collections::HashMap;
 use std::sync::Arc;
