@@ -654,7 +654,10 @@ fn cancel_and_query_timeout() {
         ..config(server.port, SUPERUSER, Some(PASSWORD))
     })
     .unwrap();
-    let err = client.simple_query("SELECT pg_sleep(3)").unwrap_err();
+    // The query timeout cancels the query: it ends long before its 20 s, and the
+    // connection stays usable.
+    let started = Instant::now();
+    let err = client.simple_query("SELECT pg_sleep(20)").unwrap_err();
     assert!(
         matches!(
             err,
@@ -664,12 +667,22 @@ fn cancel_and_query_timeout() {
         ),
         "{err:?}"
     );
-    assert!(client.is_closed());
-    let err = client.simple_query("SELECT 1").unwrap_err();
-    assert!(
-        matches!(err, Error::Postgres(proto::Error::Closed)),
-        "{err:?}"
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(!client.is_closed());
+    assert_eq!(
+        rows(&client.simple_query("SELECT 10").unwrap()),
+        [[Some("10".to_owned())]]
     );
+    // In a pipeline too.
+    let err = client
+        .pipeline(&[("SELECT 1", &[]), ("SELECT pg_sleep(20)", &[])])
+        .unwrap_err();
+    assert!(matches!(err, Error::TimedOut { .. }), "{err:?}");
+    assert_eq!(
+        rows(&client.simple_query("SELECT 11").unwrap()),
+        [[Some("11".to_owned())]]
+    );
+    assert_eq!(client.transaction_status(), TransactionStatus::Idle);
 }
 
 #[test]

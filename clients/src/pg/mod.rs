@@ -84,8 +84,11 @@ pub struct Config {
     /// Bounds resolving, connecting and the whole startup (authentication included).
     pub connect_timeout: Duration,
     /// Bounds each query, from sending it to its `ReadyForQuery`; `None` waits forever.
-    /// A query that times out leaves the connection unusable (the server may still be
-    /// running it): later calls fail with a `Closed` error.
+    /// When it passes, the client sends a `CancelRequest` and waits up to
+    /// `connect_timeout` more for the query to end: then the call fails with
+    /// [`Error::TimedOut`] and the connection stays usable; otherwise (no cancel
+    /// possible, the query does not end, or the timeout struck while writing) the
+    /// connection is closed and later calls fail with a `Closed` error.
     pub query_timeout: Option<Duration>,
     /// Limits on what the server may send.
     pub limits: Limits,
@@ -294,6 +297,9 @@ pub struct Client {
     start: usize,
     end: usize,
     wbuf: Vec<u8>,
+    /// A write to the socket was cut short (a timeout or an error): the server may
+    /// hold part of a message, so the connection cannot go on.
+    write_incomplete: bool,
     max_buffer: usize,
     parameters: HashMap<String, String>,
     notices: Vec<DbError>,
@@ -366,6 +372,7 @@ impl Client {
             start: 0,
             end: 0,
             wbuf: Vec::new(),
+            write_incomplete: false,
             max_buffer: config.limits.max_message_len.saturating_add(5),
             parameters: HashMap::new(),
             notices: Vec::new(),
@@ -862,12 +869,54 @@ impl Client {
         idle: bool,
         mut on_event: impl FnMut(Event<'_>) -> Result<bool, Error>,
     ) -> Result<(), Error> {
-        let result = (|| loop {
+        let mut result = self.pump(deadline, phase, idle, &mut on_event);
+        if idle && matches!(result, Err(Error::TimedOut { .. })) {
+            return result;
+        }
+        if matches!(
+            result,
+            Err(Error::TimedOut {
+                phase: Phase::Query
+            })
+        ) && !self.write_incomplete
+        {
+            // A query ran past its timeout: cancel it (§55.2.8) and read on for as long
+            // as a connect may take; when its reply ends, the connection is still good
+            // and the caller gets the timeout.
+            if let Some(token) = self.cancel_token() {
+                if token.cancel().is_ok() {
+                    let grace = Instant::now() + self.connect_timeout;
+                    match self.pump(grace, phase, idle, &mut on_event) {
+                        Ok(()) => return result,
+                        Err(e) => result = Err(e),
+                    }
+                }
+            }
+        }
+        if result.is_err() {
+            // The machine's own errors are already sticky inside it (this keeps them);
+            // after a socket error or a timeout its state is unknown: close it.
+            self.conn.handle_eof();
+        }
+        result
+    }
+
+    /// Moves bytes between the socket and the machine until `on_event` returns
+    /// `Ok(true)` (or, when `idle`, a notification arrives).
+    fn pump(
+        &mut self,
+        deadline: Instant,
+        phase: Phase,
+        idle: bool,
+        on_event: &mut dyn FnMut(Event<'_>) -> Result<bool, Error>,
+    ) -> Result<(), Error> {
+        loop {
             if self.conn.wants_write() {
                 self.conn.poll_transmit(&mut self.wbuf);
-                let sent = self.stream.write_all_before(&self.wbuf, deadline, phase);
+                self.write_incomplete = true;
+                self.stream.write_all_before(&self.wbuf, deadline, phase)?;
+                self.write_incomplete = false;
                 self.wbuf.clear();
-                sent?;
             }
             match self
                 .conn
@@ -908,16 +957,7 @@ impl Client {
                 }
                 None => self.fill(deadline, phase)?,
             }
-        })();
-        if idle && matches!(result, Err(Error::TimedOut { .. })) {
-            return result;
         }
-        if result.is_err() {
-            // The machine's own errors are already sticky inside it (this keeps them);
-            // after a socket error or a timeout its state is unknown: close it.
-            self.conn.handle_eof();
-        }
-        result
     }
 
     /// Reads more bytes after the unconsumed ones, compacting and growing the buffer
