@@ -247,6 +247,186 @@ impl Url {
     }
 }
 
+impl Url {
+    /// Resolves `reference`, the value of a `Location` field or any URI reference,
+    /// against this URL as its base
+    /// ([RFC 3986 §5.2](https://www.rfc-editor.org/rfc/rfc3986#section-5.2)), then
+    /// parses the result with [`Url::parse`]. The base's userinfo is not inherited (a
+    /// redirect decides about credentials itself); a reference's own userinfo is kept.
+    ///
+    /// Bytes that RFC 3986 does not allow anywhere in a URI (space, controls, `"`,
+    /// `<`, `>`, `\`, `^`, `` ` ``, `{`, `|`, `}` and non-ASCII) are percent-encoded
+    /// first, as browsers and curl do for `Location` values servers send unencoded.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] when the resolved URL is not one [`Url::parse`] accepts
+    /// (another scheme such as `ftp:`, an empty host, ...).
+    pub fn join(&self, reference: &str) -> Result<Url, Error> {
+        let base = format!(
+            "{}://{}{}",
+            match self.scheme {
+                Scheme::Http => "http",
+                Scheme::Https => "https",
+            },
+            self.host_field(),
+            self.target
+        );
+        Url::parse(&resolve(&base, &encode_invalid(reference)))
+    }
+}
+
+/// Percent-encodes the bytes no URI may hold (RFC 3986 §2: outside `reserved`,
+/// `unreserved` and `%`).
+fn encode_invalid(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        let allowed = is_unreserved(b)
+            || is_sub_delim(b)
+            || matches!(b, b':' | b'/' | b'?' | b'#' | b'[' | b']' | b'@' | b'%');
+        if allowed {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The five components of a URI reference
+/// ([RFC 3986 Appendix B](https://www.rfc-editor.org/rfc/rfc3986#appendix-B)):
+/// `^(([^:/?#]+):)?(//([^/?#]*))?([^?#]*)(\?([^#]*))?(#(.*))?`.
+struct Parts<'a> {
+    scheme: Option<&'a str>,
+    authority: Option<&'a str>,
+    path: &'a str,
+    query: Option<&'a str>,
+    fragment: Option<&'a str>,
+}
+
+fn split_reference(s: &str) -> Parts<'_> {
+    let (s, fragment) = match s.split_once('#') {
+        Some((before, fragment)) => (before, Some(fragment)),
+        None => (s, None),
+    };
+    let (s, query) = match s.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (s, None),
+    };
+    let (scheme, s) = match s.find([':', '/']) {
+        Some(i) if i > 0 && s.as_bytes()[i] == b':' => (Some(&s[..i]), &s[i + 1..]),
+        _ => (None, s),
+    };
+    let (authority, path) = match s.strip_prefix("//") {
+        Some(rest) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            (Some(&rest[..end]), &rest[end..])
+        }
+        None => (None, s),
+    };
+    Parts {
+        scheme,
+        authority,
+        path,
+        query,
+        fragment,
+    }
+}
+
+/// Resolves the URI reference `reference` against the absolute URI `base`
+/// (RFC 3986 §5.2.2, strict: a reference with a scheme is taken as it is), and
+/// recomposes the result (§5.3).
+pub(crate) fn resolve(base: &str, reference: &str) -> String {
+    let b = split_reference(base);
+    let r = split_reference(reference);
+    let (scheme, authority, path, query);
+    if r.scheme.is_some() {
+        scheme = r.scheme;
+        authority = r.authority;
+        path = remove_dot_segments(r.path);
+        query = r.query;
+    } else {
+        scheme = b.scheme;
+        if r.authority.is_some() {
+            authority = r.authority;
+            path = remove_dot_segments(r.path);
+            query = r.query;
+        } else {
+            authority = b.authority;
+            if r.path.is_empty() {
+                path = b.path.to_owned();
+                query = r.query.or(b.query);
+            } else {
+                path = if r.path.starts_with('/') {
+                    remove_dot_segments(r.path)
+                } else {
+                    remove_dot_segments(&merge(b.authority.is_some(), b.path, r.path))
+                };
+                query = r.query;
+            }
+        }
+    }
+    let mut out = String::new();
+    if let Some(scheme) = scheme {
+        out.push_str(scheme);
+        out.push(':');
+    }
+    if let Some(authority) = authority {
+        out.push_str("//");
+        out.push_str(authority);
+    }
+    out.push_str(&path);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    if let Some(fragment) = r.fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
+}
+
+/// Merges a relative-path reference with the base path (RFC 3986 §5.2.3).
+fn merge(base_has_authority: bool, base_path: &str, reference_path: &str) -> String {
+    if base_has_authority && base_path.is_empty() {
+        return format!("/{reference_path}");
+    }
+    match base_path.rfind('/') {
+        Some(i) => format!("{}{reference_path}", &base_path[..=i]),
+        None => reference_path.to_owned(),
+    }
+}
+
+/// Removes `.` and `..` segments from a path (RFC 3986 §5.2.4).
+fn remove_dot_segments(path: &str) -> String {
+    let mut input = path;
+    let mut output = String::with_capacity(path.len());
+    while !input.is_empty() {
+        if let Some(rest) = input.strip_prefix("../") {
+            input = rest;
+        } else if let Some(rest) = input.strip_prefix("./") {
+            input = rest;
+        } else if input.starts_with("/./") {
+            input = &input[2..];
+        } else if input == "/." {
+            input = "/";
+        } else if input.starts_with("/../") || input == "/.." {
+            input = if input == "/.." { "/" } else { &input[3..] };
+            let cut = output.rfind('/').unwrap_or(0);
+            output.truncate(cut);
+        } else if input == "." || input == ".." {
+            input = "";
+        } else {
+            let start = usize::from(input.starts_with('/'));
+            let end = input[start..].find('/').map_or(input.len(), |i| i + start);
+            output.push_str(&input[..end]);
+            input = &input[end..];
+        }
+    }
+    output
+}
+
 /// `input` with the userinfo of its authority, if any, replaced by `***`, so that a
 /// password never reaches an error message or a log (RFC 3986 §7.5).
 pub(crate) fn redact_userinfo(input: &str) -> String {
@@ -463,5 +643,94 @@ mod tests {
         );
         assert_eq!(percent_decode("%"), None);
         assert_eq!(percent_decode("%+1"), None);
+    }
+
+    #[test]
+    fn rfc_3986_section_5_4_1_normal_examples() {
+        let base = "http://a/b/c/d;p?q";
+        for (reference, expected) in [
+            ("g:h", "g:h"),
+            ("g", "http://a/b/c/g"),
+            ("./g", "http://a/b/c/g"),
+            ("g/", "http://a/b/c/g/"),
+            ("/g", "http://a/g"),
+            ("//g", "http://g"),
+            ("?y", "http://a/b/c/d;p?y"),
+            ("g?y", "http://a/b/c/g?y"),
+            ("#s", "http://a/b/c/d;p?q#s"),
+            ("g#s", "http://a/b/c/g#s"),
+            ("g?y#s", "http://a/b/c/g?y#s"),
+            (";x", "http://a/b/c/;x"),
+            ("g;x", "http://a/b/c/g;x"),
+            ("g;x?y#s", "http://a/b/c/g;x?y#s"),
+            ("", "http://a/b/c/d;p?q"),
+            (".", "http://a/b/c/"),
+            ("./", "http://a/b/c/"),
+            ("..", "http://a/b/"),
+            ("../", "http://a/b/"),
+            ("../g", "http://a/b/g"),
+            ("../..", "http://a/"),
+            ("../../", "http://a/"),
+            ("../../g", "http://a/g"),
+        ] {
+            assert_eq!(resolve(base, reference), expected, "{reference:?}");
+        }
+    }
+
+    #[test]
+    fn rfc_3986_section_5_4_2_abnormal_examples() {
+        let base = "http://a/b/c/d;p?q";
+        for (reference, expected) in [
+            ("../../../g", "http://a/g"),
+            ("../../../../g", "http://a/g"),
+            ("/./g", "http://a/g"),
+            ("/../g", "http://a/g"),
+            ("g.", "http://a/b/c/g."),
+            (".g", "http://a/b/c/.g"),
+            ("g..", "http://a/b/c/g.."),
+            ("..g", "http://a/b/c/..g"),
+            ("./../g", "http://a/b/g"),
+            ("./g/.", "http://a/b/c/g/"),
+            ("g/./h", "http://a/b/c/g/h"),
+            ("g/../h", "http://a/b/c/h"),
+            ("g;x=1/./y", "http://a/b/c/g;x=1/y"),
+            ("g;x=1/../y", "http://a/b/c/y"),
+            ("g?y/./x", "http://a/b/c/g?y/./x"),
+            ("g?y/../x", "http://a/b/c/g?y/../x"),
+            ("g#s/./x", "http://a/b/c/g#s/./x"),
+            ("g#s/../x", "http://a/b/c/g#s/../x"),
+            ("http:g", "http:g"),
+        ] {
+            assert_eq!(resolve(base, reference), expected, "{reference:?}");
+        }
+    }
+
+    #[test]
+    fn join_resolves_locations() {
+        let base = Url::parse("http://user:pw@h.test:8080/a/b?q#f").unwrap();
+        let url = base.join("../c?x=1#frag").unwrap();
+        assert_eq!(
+            (url.host(), url.port(), url.target()),
+            ("h.test", 8080, "/c?x=1")
+        );
+        // The base's userinfo is not inherited.
+        assert_eq!(url.credentials(), None);
+        let url = base.join("https://other.test/p").unwrap();
+        assert_eq!(
+            (url.scheme(), url.host(), url.port()),
+            (Scheme::Https, "other.test", 443)
+        );
+        let url = base.join("//[::1]:9/x").unwrap();
+        assert_eq!(
+            (url.scheme(), url.host(), url.port()),
+            (Scheme::Http, "::1", 9)
+        );
+        // Unencoded bytes from a server are percent-encoded.
+        let url = base.join("/a b/\u{e9}").unwrap();
+        assert_eq!(url.target(), "/a%20b/%C3%A9");
+        assert!(matches!(
+            base.join("ftp://h/"),
+            Err(Error::InvalidUrl { .. })
+        ));
     }
 }
