@@ -185,6 +185,45 @@ pub enum Error {
         /// The limit in bytes.
         limit: u64,
     },
+    /// Following redirects, the server asked for one more than the client's limit
+    /// (`ClientBuilder::follow_redirects`): `limit` redirects were followed and the
+    /// next response was a redirect too (RFC 9110 §15.4: a client ought to detect
+    /// infinite redirection loops).
+    #[cfg(feature = "http")]
+    #[error("too many redirects: {limit} followed, the next one was refused")]
+    TooManyRedirects {
+        /// The limit: the number of redirects followed.
+        limit: u32,
+    },
+    /// A 307 or 308 redirect asks to repeat the request with its body (RFC 9110
+    /// §15.4.8, §15.4.9), but the body came from a reader and cannot be sent again.
+    #[cfg(feature = "http")]
+    #[error("server answered {status}: the request body was read from a reader and cannot be sent again")]
+    RedirectBodyNotReplayable {
+        /// The status-code, 307 or 308.
+        status: u16,
+    },
+    /// The body's content coding (`gzip` or `deflate`, RFC 9110 §8.4.1) could not be
+    /// decoded: a bad header, corrupt compressed data, a checksum mismatch, a stream
+    /// cut short, or bytes after its end.
+    #[cfg(feature = "http")]
+    #[error("decoding the {coding} response body: {source}")]
+    Decode {
+        /// The content coding, `"gzip"` or `"deflate"`.
+        coding: &'static str,
+        /// flate2's error, or what was wrong.
+        #[source]
+        source: io::Error,
+    },
+    /// A compressed body decoded to more than the client's limit
+    /// (`ClientBuilder::max_decoded_size`): a compression bomb is refused rather than
+    /// decoded without end.
+    #[cfg(feature = "http")]
+    #[error("decoded response body larger than {limit} bytes")]
+    DecodedTooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
 }
 
 impl Error {
@@ -210,9 +249,11 @@ impl Error {
                 source: keel_tls::Error::UnexpectedEof,
                 ..
             } => io::ErrorKind::UnexpectedEof,
-            Error::Http { .. } | Error::Tls { .. } | Error::BodyTooLarge { .. } => {
-                io::ErrorKind::InvalidData
-            }
+            Error::Http { .. }
+            | Error::Tls { .. }
+            | Error::BodyTooLarge { .. }
+            | Error::Decode { .. }
+            | Error::DecodedTooLarge { .. } => io::ErrorKind::InvalidData,
             _ => io::ErrorKind::Other,
         };
         io::Error::new(kind, self)
