@@ -330,3 +330,69 @@ fn a_compression_bomb_stops_at_the_decoded_limit() {
         "{error:?}"
     );
 }
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(data).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn decoding_client() -> Client {
+    Client::builder()
+        .decompress(true)
+        .total_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_decoded_body_read_to_its_end_gives_its_connection_back() {
+    // One connection only: a second would never be accepted.
+    let (addr, _peer) = scripted(1, |_, mut stream| {
+        for text in [&b"first"[..], b"second"] {
+            read_head(&mut stream);
+            let body = gzip(text);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            stream
+                .write_all(&[head.as_bytes(), &body].concat())
+                .unwrap();
+        }
+    });
+    let client = decoding_client();
+    for expected in ["first", "second"] {
+        let response = client.get(&format!("http://{addr}/")).send().unwrap();
+        assert_eq!(response.text().unwrap(), expected);
+    }
+}
+
+#[test]
+fn corrupt_and_trailing_compressed_data_are_decode_errors() {
+    let mut trailing = gzip(b"payload");
+    trailing.extend_from_slice(b"junk");
+    let bodies = [b"not gzip at all".to_vec(), trailing];
+    let (addr, _peer) = scripted(2, move |i, mut stream| {
+        read_head(&mut stream);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n",
+            bodies[i].len()
+        );
+        stream
+            .write_all(&[head.as_bytes(), &bodies[i]].concat())
+            .unwrap();
+    });
+    let client = decoding_client();
+    for _ in 0..2 {
+        match client
+            .get(&format!("http://{addr}/"))
+            .send()
+            .unwrap()
+            .bytes()
+        {
+            Err(Error::Decode { coding: "gzip", .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}

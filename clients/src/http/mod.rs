@@ -1559,6 +1559,40 @@ mod tests {
     }
 
     #[test]
+    fn only_a_single_gzip_or_deflate_coding_is_decoded() {
+        let fields = |values: &[&str]| -> Vec<HeaderField> {
+            values
+                .iter()
+                .map(|v| HeaderField {
+                    name: "Content-Encoding".to_owned(),
+                    value: v.as_bytes().to_vec(),
+                })
+                .collect()
+        };
+        assert_eq!(Coding::of(&fields(&["gzip"])), Some(Coding::Gzip));
+        assert_eq!(Coding::of(&fields(&["X-GZIP"])), Some(Coding::Gzip));
+        assert_eq!(Coding::of(&fields(&[" deflate "])), Some(Coding::Deflate));
+        assert_eq!(Coding::of(&fields(&[])), None);
+        assert_eq!(Coding::of(&fields(&["br"])), None);
+        assert_eq!(Coding::of(&fields(&["identity"])), None);
+        // Stacked codings, in one line or in two, are left encoded.
+        assert_eq!(Coding::of(&fields(&["gzip, gzip"])), None);
+        assert_eq!(Coding::of(&fields(&["deflate", "gzip"])), None);
+    }
+
+    #[test]
+    fn zlib_headers_are_told_from_raw_deflate() {
+        // RFC 1950: 0x78 0x01 / 0x9c / 0xda are the usual zlib headers.
+        for header in [[0x78, 0x01], [0x78, 0x9c], [0x78, 0xda], [0x08, 0x1d]] {
+            assert!(is_zlib_header(&header), "{header:?}");
+        }
+        // A raw deflate stream: a fixed-Huffman block (0x4b ...) or a bad FCHECK.
+        assert!(!is_zlib_header(&[0x4b, 0x4c]));
+        assert!(!is_zlib_header(&[0x78, 0x9d]));
+        assert!(!is_zlib_header(&[0xcb]));
+    }
+
+    #[test]
     fn idempotent_methods_are_those_of_rfc_9110() {
         for m in ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"] {
             assert!(is_idempotent(m), "{m}");
