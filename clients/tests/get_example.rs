@@ -307,3 +307,26 @@ fn unknown_flags_are_refused() {
         assert_eq!(run.status.code(), Some(2), "{flag}: {}", run.stderr);
     }
 }
+
+#[test]
+fn cafile_is_trusted_and_https_to_http_drops_credentials() {
+    let pki = util::pki();
+    let tls = python(&pki.0, SERVER, &["tls"]);
+    let (_dir, plain) = echo_server();
+    let cafile = pki.0.join("ca.pem");
+    let cafile = cafile.to_str().unwrap();
+    let url = format!(
+        "https://user:pw@localhost:{}/redirect?code=302&to=http%3A%2F%2F127.0.0.1%3A{}%2Fecho",
+        tls.port, plain.port
+    );
+    let run = run_get(&["-L", "--cafile", cafile, &url]);
+    assert!(run.status.success(), "{}", run.stderr);
+    let echo = body_of(&run.stdout);
+    assert!(echo.starts_with("GET /echo\n"), "{echo}");
+    assert!(!echo.contains("Authorization"), "{echo}");
+
+    // The private CA is not in the system store: the handshake fails.
+    let run = run_get(&["--connect-timeout", "5", &url]);
+    assert!(!run.status.success());
+    assert!(run.stderr.contains("tls handshake"), "{}", run.stderr);
+}
