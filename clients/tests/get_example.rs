@@ -172,21 +172,35 @@ fn compressed_decodes_gzip() {
 }
 
 #[test]
-fn a_truncated_body_fails() {
-    let (addr, _peer) = scripted(1, |_, mut stream| {
+fn a_truncated_response_fails() {
+    const CUT: [&[u8]; 5] = [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\nX-Trailer: 1\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Len",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcdEXTRA",
+    ];
+    let (addr, _peer) = scripted(CUT.len(), |i, mut stream| {
         read_head(&mut stream);
-        stream
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd")
-            .unwrap();
+        stream.write_all(CUT[i]).unwrap();
     });
-    let run = run_get(&[&format!("http://{addr}/")]);
-    assert!(!run.status.success(), "a cut body must not be a success");
-    assert!(
-        run.stderr.contains(&format!("http://{addr}/")),
-        "{}",
-        run.stderr
-    );
-    assert!(run.stdout.ends_with(b"\r\n\r\nabcd"));
+    for (i, response) in CUT.iter().enumerate() {
+        let run = run_get(&["--max-time", "5", &format!("http://{addr}/{i}")]);
+        if i == CUT.len() - 1 {
+            // Bytes after a complete response are not part of it: a success, printed
+            // without them.
+            assert!(run.status.success(), "{}", run.stderr);
+            assert!(run.stdout.ends_with(b"\r\n\r\nabcd"));
+            continue;
+        }
+        let shown = String::from_utf8_lossy(response);
+        assert!(!run.status.success(), "a cut response must fail: {shown:?}");
+        assert!(
+            run.stderr.contains(&format!("http://{addr}/{i}")),
+            "{shown:?}: {}",
+            run.stderr
+        );
+    }
 }
 
 #[test]

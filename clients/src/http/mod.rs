@@ -564,7 +564,7 @@ impl<'a> RequestBuilder<'a> {
                 downgraded = true;
             }
             if let Some((user, password)) = next.credentials() {
-                credentials = (!downgraded).then(|| basic_credentials(user, password));
+                credentials = Some(basic_credentials(user, password));
             }
             if downgraded {
                 credentials = None;
@@ -1058,14 +1058,17 @@ impl Response {
             .map(|field| field.value.as_slice())
     }
 
-    /// Reads the whole body into memory.
+    /// Reads the whole body into memory, decoded when the client decodes its content
+    /// coding ([`ClientBuilder::decompress`]).
     ///
     /// # Errors
     ///
     /// [`Error::BodyTooLarge`] past [`ClientBuilder::max_body_size`]; otherwise as
     /// reading the body: [`Error::Http`] for a body cut short (`IncompleteMessage`) or
     /// badly framed (`InvalidChunkSize`, ...), [`Error::Tls`] for a TLS stream that ends
-    /// without `close_notify`, [`Error::TimedOut`], [`Error::Net`].
+    /// without `close_notify`, [`Error::TimedOut`], [`Error::Net`]; when decoding,
+    /// [`Error::Decode`] for corrupt, cut or trailing compressed data and
+    /// [`Error::DecodedTooLarge`] past [`ClientBuilder::max_decoded_size`].
     pub fn bytes(mut self) -> Result<Vec<u8>, Error> {
         let limit = self
             .content
@@ -1207,9 +1210,10 @@ impl Response {
     }
 }
 
-/// Reads the content of the body. Errors are [`io::Error`]s wrapping a
-/// [`clients::Error`](Error) (`get_ref()` then `downcast_ref::<Error>()`); after an
-/// error every later read fails too.
+/// Reads the content of the body, decoded when the client decodes its content coding
+/// ([`ClientBuilder::decompress`]). Errors are those of [`Response::bytes`] but
+/// `BodyTooLarge`, as [`io::Error`]s wrapping a [`clients::Error`](Error) (`get_ref()`
+/// then `downcast_ref::<Error>()`); after an error every later read fails too.
 impl Read for Response {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if let Some((kind, message)) = &self.failed {
