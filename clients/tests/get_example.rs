@@ -344,3 +344,25 @@ fn cafile_is_trusted_and_https_to_http_drops_credentials() {
     assert!(!run.status.success());
     assert!(run.stderr.contains("tls handshake"), "{}", run.stderr);
 }
+
+#[test]
+fn connect_timeout_bounds_the_tls_handshake() {
+    // Accepts, then never says a word of TLS.
+    let (addr, _peer) = scripted(1, |_, mut stream| {
+        let mut buf = [0u8; 1024];
+        while matches!(std::io::Read::read(&mut stream, &mut buf), Ok(n) if n > 0) {}
+    });
+    let start = std::time::Instant::now();
+    let run = run_get(&[
+        "--connect-timeout",
+        "0.5",
+        &format!("https://localhost:{}/", addr.port()),
+    ]);
+    assert!(!run.status.success());
+    assert!(
+        run.stderr.contains("timed out the tls handshake"),
+        "{}",
+        run.stderr
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+}
