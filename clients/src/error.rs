@@ -96,6 +96,17 @@ pub enum Error {
     #[error("resolver configuration: {0}")]
     Resolver(#[source] keel_net::Error),
 
+    /// An earlier read of this response's body failed with `message` (as
+    /// [`io::ErrorKind`] `kind`); what is left of the body cannot be read, so the
+    /// body is incomplete.
+    #[error("the body failed earlier: {message}")]
+    BodyFailed {
+        /// The kind of the first error, as an [`io::Error`].
+        kind: io::ErrorKind,
+        /// The first error's message.
+        message: String,
+    },
+
     // ---- the network and the server ---------------------------------------------------
     /// The host name could not be resolved to an address (NXDOMAIN, no address, no
     /// answer from any server; RFC 1035).
@@ -240,6 +251,7 @@ impl Error {
     #[cfg(feature = "http")]
     pub(crate) fn into_io(self) -> io::Error {
         let kind = match &self {
+            Error::BodyFailed { kind, .. } => *kind,
             Error::TimedOut { .. } => io::ErrorKind::TimedOut,
             Error::Http {
                 source: keel_http::Error::IncompleteMessage,

@@ -1063,6 +1063,7 @@ impl Response {
     ///
     /// # Errors
     ///
+    /// [`Error::BodyFailed`] when a [`Read::read`] of the body failed before;
     /// [`Error::BodyTooLarge`] past [`ClientBuilder::max_body_size`]; otherwise as
     /// reading the body: [`Error::Http`] for a body cut short (`IncompleteMessage`) or
     /// badly framed (`InvalidChunkSize`, ...), [`Error::Tls`] for a TLS stream that ends
@@ -1070,6 +1071,9 @@ impl Response {
     /// [`Error::Decode`] for corrupt, cut or trailing compressed data and
     /// [`Error::DecodedTooLarge`] past [`ClientBuilder::max_decoded_size`].
     pub fn bytes(mut self) -> Result<Vec<u8>, Error> {
+        if let Some(failed) = self.failed_before() {
+            return Err(failed);
+        }
         let limit = self
             .content
             .raw()
@@ -1111,6 +1115,16 @@ impl Response {
             body.conn = None;
         }
         error
+    }
+
+    /// [`Error::BodyFailed`] when a read of the body failed before.
+    fn failed_before(&self) -> Option<Error> {
+        self.failed
+            .as_ref()
+            .map(|(kind, message)| Error::BodyFailed {
+                kind: *kind,
+                message: message.clone(),
+            })
     }
 
     /// Reads content, decoded when the client decodes its coding.
@@ -1216,8 +1230,8 @@ impl Response {
 /// then `downcast_ref::<Error>()`); after an error every later read fails too.
 impl Read for Response {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some((kind, message)) = &self.failed {
-            return Err(io::Error::new(*kind, message.clone()));
+        if let Some(failed) = self.failed_before() {
+            return Err(failed.into_io());
         }
         self.read_decoded(buf).map_err(|e| {
             let e = e.into_io();
