@@ -506,6 +506,31 @@ fn percent_decode(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// No password reaches an error message or a Debug output, whatever the URL's
+    /// shape; an empty userinfo is no credentials (as in WHATWG URLs); a user-id with a
+    /// colon cannot be sent in Basic authorization (RFC 7617 §2) and is refused.
+    #[test]
+    fn credentials_never_leak_and_are_well_formed() {
+        for input in [
+            "http:/u:secret@h/",
+            "http:\\\\u:secret@h/",
+            "http://user:pa/secret@host/",
+            "http://user:pa#secret@host/",
+            "http://user:pa?secret@host/",
+            "http://user:secret@ho st/",
+        ] {
+            let e = Url::parse(input).unwrap_err().to_string();
+            assert!(!e.contains("secret"), "{input}: {e}");
+        }
+        let url = Url::parse("http://user:hunter2@h/").unwrap();
+        assert!(!format!("{url:?}").contains("104, 117, 110"), "{url:?}");
+        assert!(!format!("{url:?}").contains("hunter2"), "{url:?}");
+        for input in ["http://@h/", "http://:@h/"] {
+            assert_eq!(Url::parse(input).unwrap().credentials(), None, "{input}");
+        }
+        assert!(Url::parse("http://a%3Ab:c@h/").is_err());
+    }
+
     fn reason(input: &str) -> &'static str {
         match Url::parse(input) {
             Err(Error::InvalidUrl { reason, .. }) => reason,
