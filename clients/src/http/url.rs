@@ -35,7 +35,9 @@ impl Scheme {
 /// The fragment is dropped (it is never sent,
 /// [RFC 9110 §7.1](https://www.rfc-editor.org/rfc/rfc9110#section-7.1)); the userinfo is
 /// kept apart and never appears in [`target`](Self::target) or
-/// [`host_field`](Self::host_field).
+/// [`host_field`](Self::host_field). An empty userinfo (`http://@h/`, `http://:@h/`) is
+/// no credentials; a user-id with a `:` once decoded is refused (RFC 7617 §2). Neither
+/// errors nor `Debug` show a password.
 ///
 /// # Examples
 ///
@@ -51,7 +53,7 @@ impl Scheme {
 /// assert_eq!(url.credentials(), Some((&b"user"[..], &b"p@ss"[..])));
 /// # Ok::<(), keel_clients::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Url {
     scheme: Scheme,
     /// A lowercased reg-name or IPv4 literal, or an IPv6 literal without brackets.
@@ -62,6 +64,20 @@ pub struct Url {
     target: String,
     /// Percent-decoded user and password.
     credentials: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Shows every part but the credentials, which show as `***` when there are some.
+impl std::fmt::Debug for Url {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Url")
+            .field("scheme", &self.scheme)
+            .field("host", &self.host)
+            .field("is_ipv6", &self.is_ipv6)
+            .field("port", &self.port)
+            .field("target", &self.target)
+            .field("credentials", &self.credentials.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 impl Url {
@@ -85,7 +101,7 @@ impl Url {
     /// a percent-encoded or non-ASCII host (IDNA is not supported), an invalid IPv6
     /// literal (zone IDs and IPvFuture included), a port that is not a number up to
     /// 65535, a byte not allowed in the userinfo, path or query, or a bad
-    /// percent-encoding (`%` not followed by two hex digits).
+    /// percent-encoding (`%` not followed by two hex digits), a user-id holding `:`.
     pub fn parse(input: &str) -> Result<Url, Error> {
         let fail = |reason| Error::InvalidUrl {
             url: redact_userinfo(input),
@@ -121,11 +137,17 @@ impl Url {
                     return Err(fail("byte not allowed in userinfo"));
                 }
                 let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-                Some((
-                    percent_decode(user).ok_or_else(|| fail("bad percent-encoding in userinfo"))?,
-                    percent_decode(password)
-                        .ok_or_else(|| fail("bad percent-encoding in userinfo"))?,
-                ))
+                let user =
+                    percent_decode(user).ok_or_else(|| fail("bad percent-encoding in userinfo"))?;
+                let password = percent_decode(password)
+                    .ok_or_else(|| fail("bad percent-encoding in userinfo"))?;
+                // RFC 7617 §2: a user-id with a colon cannot be told from its password.
+                if user.contains(&b':') {
+                    return Err(fail("a user-id with ':' cannot be sent (RFC 7617 §2)"));
+                }
+                // An empty userinfo (`@host`, `:@host`) is no credentials, as in WHATWG
+                // URLs (reqwest, ureq), not an empty Basic authorization.
+                (!user.is_empty() || !password.is_empty()).then_some((user, password))
             }
         };
 
@@ -430,15 +452,23 @@ fn remove_dot_segments(path: &str) -> String {
 /// `input` with the userinfo of its authority, if any, replaced by `***`, so that a
 /// password never reaches an error message or a log (RFC 3986 §7.5).
 pub(crate) fn redact_userinfo(input: &str) -> String {
-    let Some(start) = input.find("//").map(|i| i + 2) else {
-        return input.to_owned();
-    };
-    let rest = &input[start..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{}***{}", &input[..start], &rest[at..]),
-        None => input.to_owned(),
+    if let Some(start) = input.find("//").map(|i| i + 2) {
+        let rest = &input[start..];
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            return format!("{}***{}", &input[..start], &rest[at..]);
+        }
     }
+    // A URL of another shape (one slash, backslashes, a '/', '?' or '#' inside the
+    // password) may still hold a password before its last '@': when a ':' comes
+    // between the scheme and that '@', everything between them goes (more than the
+    // password, at times, which is fine for an error message).
+    if let (Some(scheme_end), Some(at)) = (input.find(':'), input.rfind('@')) {
+        if scheme_end < at && input[scheme_end + 1..at].contains(':') {
+            return format!("{}***{}", &input[..=scheme_end], &input[at..]);
+        }
+    }
+    input.to_owned()
 }
 
 /// `unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"` (RFC 3986 §2.3).
