@@ -536,6 +536,23 @@ fn percent_decode(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// Dot-segments are removed from the path before it is sent (RFC 3986 §5.2.4,
+    /// §6.2.2.3), as curl and browsers do: keel's server, like others, refuses a
+    /// target with `..` segments, which clients are expected to have removed.
+    #[test]
+    fn dot_segments_are_removed_from_the_path_only() {
+        for (input, target) in [
+            ("http://h/a/../b", "/b"),
+            ("http://h/a/./b/.", "/a/b/"),
+            ("http://h/..", "/"),
+            ("http://h/a/b/../../../c", "/c"),
+            ("http://h/a/..?x=../y", "/?x=../y"),
+            ("http://h/a..b/.c", "/a..b/.c"),
+        ] {
+            assert_eq!(Url::parse(input).unwrap().target(), target, "{input}");
+        }
+    }
+
     /// No password reaches an error message or a Debug output, whatever the URL's
     /// shape; an empty userinfo is no credentials (as in WHATWG URLs); a user-id with a
     /// colon cannot be sent in Basic authorization (RFC 7617 §2) and is refused.
