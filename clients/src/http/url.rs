@@ -38,6 +38,8 @@ impl Scheme {
 /// [`host_field`](Self::host_field). An empty userinfo (`http://@h/`, `http://:@h/`) is
 /// no credentials; a user-id with a `:` once decoded is refused (RFC 7617 §2). Neither
 /// errors nor `Debug` show a password.
+/// Dot-segments (`.`, `..`) are removed from the path (RFC 3986 §5.2.4), as curl does;
+/// the query is kept as written.
 ///
 /// # Examples
 ///
@@ -198,11 +200,22 @@ impl Url {
         };
 
         check_path_and_query(path_and_query).map_err(fail)?;
-        let target = if path_and_query.starts_with('/') {
-            path_and_query.to_owned()
+        // Dot-segments go (RFC 3986 §5.2.4, §6.2.2.3), from the path only, as curl
+        // and browsers remove them: servers refuse or resolve them differently.
+        let (path, query) = match path_and_query.find('?') {
+            Some(q) => path_and_query.split_at(q),
+            None => (path_and_query, ""),
+        };
+        let path = if path.contains("/.") {
+            remove_dot_segments(path)
         } else {
-            // Empty, or only a query: origin-form needs an absolute path.
-            format!("/{path_and_query}")
+            path.to_owned()
+        };
+        let target = if path.starts_with('/') {
+            path + query
+        } else {
+            // Empty: origin-form needs an absolute path.
+            format!("/{path}{query}")
         };
 
         Ok(Url {
