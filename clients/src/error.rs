@@ -104,6 +104,17 @@ pub enum Error {
     #[error("resolver configuration: {0}")]
     Resolver(#[source] keel_net::Error),
 
+    /// An earlier read of this response's body failed with `message` (as
+    /// [`io::ErrorKind`] `kind`); what is left of the body cannot be read, so the
+    /// body is incomplete.
+    #[error("the body failed earlier: {message}")]
+    BodyFailed {
+        /// The kind of the first error, as an [`io::Error`].
+        kind: io::ErrorKind,
+        /// The first error's message.
+        message: String,
+    },
+
     // ---- the network and the server ---------------------------------------------------
     /// The host name could not be resolved to an address (NXDOMAIN, no address, no
     /// answer from any server; RFC 1035).
@@ -193,6 +204,45 @@ pub enum Error {
         /// The limit in bytes.
         limit: u64,
     },
+    /// Following redirects, the server asked for one more than the client's limit
+    /// (`ClientBuilder::follow_redirects`): `limit` redirects were followed and the
+    /// next response was a redirect too (RFC 9110 §15.4: a client ought to detect
+    /// infinite redirection loops).
+    #[cfg(feature = "http")]
+    #[error("too many redirects: {limit} followed, the next one was refused")]
+    TooManyRedirects {
+        /// The limit: the number of redirects followed.
+        limit: u32,
+    },
+    /// A 307 or 308 redirect asks to repeat the request with its body (RFC 9110
+    /// §15.4.8, §15.4.9), but the body came from a reader and cannot be sent again.
+    #[cfg(feature = "http")]
+    #[error("server answered {status}: the request body was read from a reader and cannot be sent again")]
+    RedirectBodyNotReplayable {
+        /// The status-code, 307 or 308.
+        status: u16,
+    },
+    /// The body's content coding (`gzip` or `deflate`, RFC 9110 §8.4.1) could not be
+    /// decoded: a bad header, corrupt compressed data, a checksum mismatch, a stream
+    /// cut short, or bytes after its end.
+    #[cfg(feature = "http")]
+    #[error("decoding the {coding} response body: {source}")]
+    Decode {
+        /// The content coding, `"gzip"` or `"deflate"`.
+        coding: &'static str,
+        /// flate2's error, or what was wrong.
+        #[source]
+        source: io::Error,
+    },
+    /// A compressed body decoded to more than the client's limit
+    /// (`ClientBuilder::max_decoded_size`): a compression bomb is refused rather than
+    /// decoded without end.
+    #[cfg(feature = "http")]
+    #[error("decoded response body larger than {limit} bytes")]
+    DecodedTooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
     /// PostgreSQL: the server reported an error ([`crate::pg::proto::Error::Db`], with
     /// its SQLSTATE), authentication failed, the server's bytes broke the protocol, or
     /// the session is closed (PostgreSQL documentation chapter 55).
@@ -232,6 +282,7 @@ impl Error {
     #[cfg(feature = "http")]
     pub(crate) fn into_io(self) -> io::Error {
         let kind = match &self {
+            Error::BodyFailed { kind, .. } => *kind,
             Error::TimedOut { .. } => io::ErrorKind::TimedOut,
             Error::Http {
                 source: keel_http::Error::IncompleteMessage,
@@ -241,9 +292,11 @@ impl Error {
                 source: keel_tls::Error::UnexpectedEof,
                 ..
             } => io::ErrorKind::UnexpectedEof,
-            Error::Http { .. } | Error::Tls { .. } | Error::BodyTooLarge { .. } => {
-                io::ErrorKind::InvalidData
-            }
+            Error::Http { .. }
+            | Error::Tls { .. }
+            | Error::BodyTooLarge { .. }
+            | Error::Decode { .. }
+            | Error::DecodedTooLarge { .. } => io::ErrorKind::InvalidData,
             _ => io::ErrorKind::Other,
         };
         io::Error::new(kind, self)

@@ -146,6 +146,31 @@ fn body_shorter_than_content_length_is_an_error_from_the_reader() {
     assert_eq!(again.kind(), std::io::ErrorKind::UnexpectedEof);
 }
 
+/// After a read of the body failed, the body is incomplete: later reads fail with a
+/// `clients::Error` inside, and `bytes()` / `text()` fail too, never an `Ok` holding
+/// part of the body.
+#[test]
+fn a_body_whose_read_failed_is_never_read_as_whole() {
+    let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort";
+    let mut response = one_shot(wire).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(response.read(&mut buf).unwrap(), 5);
+    response.read(&mut buf).unwrap_err();
+    let again = response.read(&mut buf).unwrap_err();
+    assert_eq!(again.kind(), std::io::ErrorKind::UnexpectedEof);
+    assert!(
+        again
+            .get_ref()
+            .is_some_and(|e| e.downcast_ref::<Error>().is_some()),
+        "{again:?}"
+    );
+    assert!(response.bytes().is_err());
+    let mut response = one_shot(wire).unwrap();
+    assert_eq!(response.read(&mut buf).unwrap(), 5);
+    response.read(&mut buf).unwrap_err();
+    assert!(response.text().is_err());
+}
+
 #[test]
 fn chunked_body_without_last_chunk_is_an_error() {
     let response =

@@ -90,6 +90,11 @@ impl TlsStream {
                 s.flush(deadline, true)?;
                 return Ok(s);
             }
+            // As in `read_before`: a peer whose records are always at hand never makes
+            // the socket wait, where the deadline would be looked at.
+            if Instant::now() >= deadline {
+                return Err(Error::HandshakeTimeout);
+            }
             s.read_more(deadline, true)?;
         }
     }
@@ -107,6 +112,11 @@ impl TlsStream {
     /// [`Error::Timeout`] (`read`); [`Error::UnexpectedEof`] when the transport ends
     /// without close_notify; the session's errors.
     pub fn read_before(&mut self, buf: &mut [u8], deadline: Instant) -> Result<usize, Error> {
+        // The socket is read once whatever the deadline (a deadline already past polls
+        // what has arrived); after that the deadline is looked at before each read, as
+        // the socket alone looks at it only when it has to wait, and a peer sending
+        // record after record with no data (session tickets) never makes it wait.
+        let mut read_once = false;
         loop {
             if self.plaintext_pos < self.plaintext.len() {
                 let avail = &self.plaintext[self.plaintext_pos..];
@@ -127,7 +137,11 @@ impl TlsStream {
             if self.session.has_received_close_notify() {
                 return Ok(0);
             }
+            if read_once && Instant::now() >= deadline {
+                return Err(Error::Timeout { op: "read" });
+            }
             self.read_more(deadline, false)?;
+            read_once = true;
         }
     }
 

@@ -41,13 +41,14 @@
 mod url;
 
 use std::collections::HashMap;
-use std::io::{self, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use flate2::bufread::{DeflateDecoder, GzDecoder, ZlibDecoder};
 use keel_http::{
     is_valid_field_name, is_valid_field_value, ClientConnection, ClientEvent, FieldLine,
     RequestBody, RequestHead,
@@ -73,8 +74,10 @@ const COALESCE_BODY: usize = 64 * 1024;
 const ALPN_HTTP11: &[u8] = b"http/1.1";
 
 /// Builds a [`Client`]. Defaults: a 30 s connect timeout, a 30 s read-idle timeout, no
-/// total timeout, the system trust store, a 64 MiB limit for [`Response::bytes`], and
-/// [`ClientLimits::default`] for response heads and chunked bodies.
+/// total timeout, the system trust store, a 64 MiB limit for [`Response::bytes`],
+/// [`ClientLimits::default`] for response heads and chunked bodies, redirects not
+/// followed, content codings not asked for nor decoded, and a 64 MiB limit on a decoded
+/// body.
 #[derive(Clone, Debug)]
 pub struct ClientBuilder {
     connect_timeout: Option<Duration>,
@@ -83,6 +86,9 @@ pub struct ClientBuilder {
     anchors: TrustAnchors,
     max_body_size: u64,
     limits: ClientLimits,
+    max_redirects: Option<u32>,
+    decompress: bool,
+    max_decoded_size: u64,
 }
 
 impl ClientBuilder {
@@ -140,6 +146,58 @@ impl ClientBuilder {
     #[must_use]
     pub fn limits(mut self, limits: ClientLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Follows redirects (RFC 9110 §15.4), at most `limit` of them per request; one
+    /// more is [`Error::TooManyRedirects`] (curl's `--max-redirs`). `0` makes any
+    /// redirect that error. Without this call, 3xx responses are returned as they are.
+    ///
+    /// A 301, 302, 303, 307 or 308 response with a `Location` field is followed; its
+    /// value is resolved against the request's URL (RFC 3986 §5.2). The method:
+    ///
+    /// - 303 (See Other): `GET` without a body (a `HEAD` stays `HEAD`), §15.4.4;
+    /// - 301 and 302: a `POST` becomes a `GET` without a body, as browsers and curl do
+    ///   and as §15.4.2 and §15.4.3 allow ("for historical reasons, a user agent MAY
+    ///   change the request method from POST to GET"); other methods are repeated with
+    ///   their body;
+    /// - 307 and 308: the method and body are repeated (§15.4.8, §15.4.9); a body read
+    ///   from a reader cannot be, which is [`Error::RedirectBodyNotReplayable`].
+    ///
+    /// When the body is dropped, so are the caller's `Content-*` fields. When the
+    /// scheme, host or port changes, the caller's `Authorization`, `Cookie`,
+    /// `Proxy-Authorization` and `WWW-Authenticate` fields and the URL's userinfo
+    /// credentials are dropped for the rest of the request; after a redirect from
+    /// `https` to `http` no credentials are sent at all, not even a new `Location`'s
+    /// userinfo. The body of each redirect response is read and discarded (up to
+    /// 1 MiB, so the connection can be reused) or the connection is closed. The total
+    /// timeout covers the whole chain.
+    #[must_use]
+    pub fn follow_redirects(mut self, limit: u32) -> Self {
+        self.max_redirects = Some(limit);
+        self
+    }
+
+    /// With `true`, asks for compressed content (`Accept-Encoding: gzip, deflate`,
+    /// RFC 9110 §12.5.3, unless the caller sets that field) and decodes a body whose
+    /// `Content-Encoding` is one of `gzip`, `x-gzip` (RFC 1952) or `deflate` (RFC 1950
+    /// zlib, or a raw RFC 1951 stream as some servers send and curl accepts) as it is
+    /// read. A body with another coding, or with more than one, is left as sent. The
+    /// response's header fields stay as received (`Content-Encoding` and
+    /// `Content-Length` describe the encoded body).
+    #[must_use]
+    pub fn decompress(mut self, on: bool) -> Self {
+        self.decompress = on;
+        self
+    }
+
+    /// The most bytes a compressed body may decode to (default 64 MiB); more is
+    /// [`Error::DecodedTooLarge`], so a compression bomb (1 GiB of zeros is 1 MiB of
+    /// gzip) fails instead of filling memory or disk. Memory stays bounded whatever
+    /// the limit: the body is decoded as it is read, 16 KiB of input at a time.
+    #[must_use]
+    pub fn max_decoded_size(mut self, bytes: u64) -> Self {
+        self.max_decoded_size = bytes;
         self
     }
 
@@ -228,6 +286,9 @@ impl Client {
             anchors: TrustAnchors::System,
             max_body_size: 64 * 1024 * 1024,
             limits: ClientLimits::default(),
+            max_redirects: None,
+            decompress: false,
+            max_decoded_size: 64 * 1024 * 1024,
         }
     }
 
@@ -411,49 +472,158 @@ impl<'a> RequestBuilder<'a> {
     /// [`Error::RequestBodyRead`] or [`Error::RequestBodyLength`] for a body reader;
     /// [`Error::Http`] when the response head is malformed, over the limits, or cut
     /// short (`IncompleteMessage`); [`Error::UnexpectedUpgrade`] for a 101 response.
+    /// When following redirects ([`ClientBuilder::follow_redirects`]):
+    /// [`Error::TooManyRedirects`] past the limit, [`Error::RedirectBodyNotReplayable`]
+    /// for a 307 or 308 to a request whose body came from a reader, and
+    /// [`Error::InvalidUrl`] for a `Location` that does not resolve to an `http` or
+    /// `https` URL.
     pub fn send(self) -> Result<Response, Error> {
         let client = self.client;
-        let url = Url::parse(&self.url)?;
+        let settings = &client.inner.settings;
+        let mut url = Url::parse(&self.url)?;
         check_request(&self.method, &self.fields)?;
+        let total_deadline = deadline_after(settings.total_timeout);
+        let mut method = self.method;
         let mut fields = self.fields;
-        if let Some((user, password)) = url.credentials() {
-            if !fields
-                .iter()
-                .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
-            {
-                fields.push((
-                    "Authorization".to_owned(),
-                    basic_credentials(user, password),
-                ));
-            }
-        }
-        let total_deadline = deadline_after(client.inner.settings.total_timeout);
-        let origin = Origin {
-            scheme: url.scheme(),
-            host: url.host().to_owned(),
-            port: url.port(),
-        };
-        let request = Request {
-            method: &self.method,
-            target: url.target(),
-            host: url.host_field(),
-            fields: &fields,
-        };
         let mut body = self.body;
-        let replayable = !matches!(body, Body::Reader { .. });
-        if let Some(conn) = client.take_idle(&origin) {
-            match exchange(client, conn, &request, &mut body, total_deadline) {
-                Ok(head) => return Ok(head.into_response(client, origin, total_deadline)),
-                Err(failure) if failure.retryable && replayable && is_idempotent(&self.method) => {}
-                Err(failure) => return Err(failure.error),
-            }
+        if settings.decompress && !has_field(&fields, "accept-encoding") {
+            fields.push(("Accept-Encoding".to_owned(), b"gzip, deflate".to_vec()));
         }
-        let conn = client.connect(&origin, total_deadline)?;
-        match exchange(client, conn, &request, &mut body, total_deadline) {
-            Ok(head) => Ok(head.into_response(client, origin, total_deadline)),
-            Err(failure) => Err(failure.error),
+        // Basic credentials from the userinfo, sent while the origin stays the same.
+        let mut credentials = url
+            .credentials()
+            .map(|(user, password)| basic_credentials(user, password));
+        let mut downgraded = false;
+        let mut followed = 0u32;
+        loop {
+            let response = send_once(
+                client,
+                &method,
+                &url,
+                &fields,
+                credentials.as_deref(),
+                &mut body,
+                total_deadline,
+            )?;
+            let Some(limit) = settings.max_redirects else {
+                return Ok(response);
+            };
+            let status = response.status().as_u16();
+            if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+                return Ok(response);
+            }
+            let Some(location) = response.header("location") else {
+                return Ok(response);
+            };
+            if followed == limit {
+                return Err(Error::TooManyRedirects { limit });
+            }
+            let next = url.join(&String::from_utf8_lossy(location))?;
+            let keeps_body = match status {
+                303 => {
+                    if method != "HEAD" {
+                        "GET".clone_into(&mut method);
+                    }
+                    false
+                }
+                301 | 302 if method == "POST" => {
+                    "GET".clone_into(&mut method);
+                    false
+                }
+                _ => true,
+            };
+            if keeps_body {
+                if matches!(body, Body::Reader { .. }) {
+                    return Err(Error::RedirectBodyNotReplayable { status });
+                }
+            } else {
+                body = Body::Empty;
+                fields.retain(|(name, _)| {
+                    !name
+                        .get(..8)
+                        .is_some_and(|p| p.eq_ignore_ascii_case("content-"))
+                });
+            }
+            response.discard();
+            let same_origin =
+                (next.scheme(), next.host(), next.port()) == (url.scheme(), url.host(), url.port());
+            if !same_origin {
+                fields.retain(|(name, _)| {
+                    ![
+                        "authorization",
+                        "cookie",
+                        "proxy-authorization",
+                        "www-authenticate",
+                    ]
+                    .iter()
+                    .any(|s| name.eq_ignore_ascii_case(s))
+                });
+                credentials = None;
+            }
+            if url.scheme() == Scheme::Https && next.scheme() == Scheme::Http {
+                downgraded = true;
+            }
+            if let Some((user, password)) = next.credentials() {
+                credentials = Some(basic_credentials(user, password));
+            }
+            if downgraded {
+                credentials = None;
+            }
+            url = next;
+            followed += 1;
         }
     }
+}
+
+/// Sends one request (no redirect) and reads its response head, retrying once on a new
+/// connection as [`RequestBuilder::send`] says.
+fn send_once(
+    client: &Client,
+    method: &str,
+    url: &Url,
+    fields: &[(String, Vec<u8>)],
+    credentials: Option<&[u8]>,
+    body: &mut Body<'_>,
+    total_deadline: Option<Instant>,
+) -> Result<Response, Error> {
+    let mut all_fields;
+    let fields = match credentials {
+        Some(value) if !has_field(fields, "authorization") => {
+            all_fields = fields.to_vec();
+            all_fields.push(("Authorization".to_owned(), value.to_vec()));
+            &all_fields[..]
+        }
+        _ => fields,
+    };
+    let origin = Origin {
+        scheme: url.scheme(),
+        host: url.host().to_owned(),
+        port: url.port(),
+    };
+    let request = Request {
+        method,
+        target: url.target(),
+        host: url.host_field(),
+        fields,
+    };
+    let replayable = !matches!(body, Body::Reader { .. });
+    if let Some(conn) = client.take_idle(&origin) {
+        match exchange(client, conn, &request, body, total_deadline) {
+            Ok(head) => return Ok(head.into_response(client, origin, total_deadline)),
+            Err(failure) if failure.retryable && replayable && is_idempotent(method) => {}
+            Err(failure) => return Err(failure.error),
+        }
+    }
+    let conn = client.connect(&origin, total_deadline)?;
+    match exchange(client, conn, &request, body, total_deadline) {
+        Ok(head) => Ok(head.into_response(client, origin, total_deadline)),
+        Err(failure) => Err(failure.error),
+    }
+}
+
+/// Whether `fields` has one named `name` (lowercase), compared case-insensitively.
+fn has_field(fields: &[(String, Vec<u8>)], name: &str) -> bool {
+    fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
 }
 
 /// What `send` writes, checked.
@@ -487,21 +657,32 @@ impl Head {
         origin: Origin,
         total_deadline: Option<Instant>,
     ) -> Response {
+        let settings = &client.inner.settings;
+        let body = BodyReader {
+            conn: Some(self.conn),
+            content: 0..0,
+            consumed: 0,
+            client: client.clone(),
+            origin,
+            read_timeout: settings.read_timeout,
+            total_deadline,
+        };
+        let content = match settings
+            .decompress
+            .then(|| Coding::of(&self.fields))
+            .flatten()
+        {
+            Some(coding) => Content::Pending(coding, body),
+            None => Content::Plain(body),
+        };
         Response {
             status: self.status,
             version: self.version,
             reason_phrase: self.reason_phrase,
             fields: self.fields,
-            body: BodyReader {
-                conn: Some(self.conn),
-                content: 0..0,
-                consumed: 0,
-                client: client.clone(),
-                origin,
-                read_timeout: client.inner.settings.read_timeout,
-                total_deadline,
-                failed: None,
-            },
+            content,
+            decoded: 0,
+            failed: None,
         }
     }
 }
@@ -757,8 +938,9 @@ pub struct HeaderField {
 /// ([`Read`]) or whole ([`bytes`](Self::bytes), [`text`](Self::text))
 /// ([RFC 9112 §4–§6](https://www.rfc-editor.org/rfc/rfc9112#section-4)).
 ///
-/// The body is the content with the chunked framing removed (RFC 9112 §7.1); other
-/// content codings (`gzip`, ...) are left as sent. Reading it to the end hands the
+/// The body is the content with the chunked framing removed (RFC 9112 §7.1); a `gzip`
+/// or `deflate` content coding is decoded too when the client was built with
+/// [`ClientBuilder::decompress`], and left as sent otherwise. Reading it to the end hands the
 /// connection back to the client for reuse when the response lets it persist;
 /// dropping the response earlier closes the connection.
 #[derive(Debug)]
@@ -767,7 +949,77 @@ pub struct Response {
     version: Version,
     reason_phrase: Vec<u8>,
     fields: Vec<HeaderField>,
-    body: BodyReader,
+    content: Content,
+    /// Bytes decoded so far, for [`ClientBuilder::max_decoded_size`].
+    decoded: u64,
+    /// The first error, repeated by later reads.
+    failed: Option<(io::ErrorKind, String)>,
+}
+
+/// A content coding this client decodes (RFC 9110 §8.4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Coding {
+    Gzip,
+    Deflate,
+}
+
+impl Coding {
+    /// The coding of a body with these header fields: `Some` only when
+    /// `Content-Encoding` names exactly one coding and it is `gzip`, `x-gzip`
+    /// (RFC 9110 §8.4.1.3) or `deflate` (§8.4.1.2).
+    fn of(fields: &[HeaderField]) -> Option<Coding> {
+        let mut codings = fields
+            .iter()
+            .filter(|f| f.name.eq_ignore_ascii_case("content-encoding"))
+            .flat_map(|f| f.value.split(|&b| b == b','))
+            .map(<[u8]>::trim_ascii)
+            .filter(|c| !c.is_empty());
+        let first = codings.next()?;
+        if codings.next().is_some() {
+            return None;
+        }
+        if first.eq_ignore_ascii_case(b"gzip") || first.eq_ignore_ascii_case(b"x-gzip") {
+            Some(Coding::Gzip)
+        } else if first.eq_ignore_ascii_case(b"deflate") {
+            Some(Coding::Deflate)
+        } else {
+            None
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Coding::Gzip => "gzip",
+            Coding::Deflate => "deflate",
+        }
+    }
+}
+
+/// The body as the caller reads it: as received, or through a decoder.
+#[derive(Debug)]
+enum Content {
+    Plain(BodyReader),
+    /// To decode, nothing read yet: the first bytes tell an empty body (nothing to
+    /// decode) and, for `deflate`, a zlib stream from a raw one.
+    Pending(Coding, BodyReader),
+    Gzip(GzDecoder<BufReader<BodyReader>>),
+    Zlib(ZlibDecoder<BufReader<BodyReader>>),
+    RawDeflate(DeflateDecoder<BufReader<BodyReader>>),
+    /// Only while switching from `Pending`.
+    Switching,
+}
+
+impl Content {
+    /// The body as received, under any decoder.
+    fn raw(&mut self) -> Option<&mut BodyReader> {
+        match self {
+            Content::Plain(body) | Content::Pending(_, body) => Some(body),
+            Content::Gzip(d) => Some(d.get_mut().get_mut()),
+            Content::Zlib(d) => Some(d.get_mut().get_mut()),
+            Content::RawDeflate(d) => Some(d.get_mut().get_mut()),
+            Content::Switching => None,
+        }
+    }
 }
 
 impl Response {
@@ -806,28 +1058,154 @@ impl Response {
             .map(|field| field.value.as_slice())
     }
 
-    /// Reads the whole body into memory.
+    /// Reads the whole body into memory, decoded when the client decodes its content
+    /// coding ([`ClientBuilder::decompress`]).
     ///
     /// # Errors
     ///
+    /// [`Error::BodyFailed`] when a [`Read::read`] of the body failed before;
     /// [`Error::BodyTooLarge`] past [`ClientBuilder::max_body_size`]; otherwise as
     /// reading the body: [`Error::Http`] for a body cut short (`IncompleteMessage`) or
     /// badly framed (`InvalidChunkSize`, ...), [`Error::Tls`] for a TLS stream that ends
-    /// without `close_notify`, [`Error::TimedOut`], [`Error::Net`].
+    /// without `close_notify`, [`Error::TimedOut`], [`Error::Net`]; when decoding,
+    /// [`Error::Decode`] for corrupt, cut or trailing compressed data and
+    /// [`Error::DecodedTooLarge`] past [`ClientBuilder::max_decoded_size`].
     pub fn bytes(mut self) -> Result<Vec<u8>, Error> {
-        let limit = self.body.client.inner.settings.max_body_size;
+        if let Some(failed) = self.failed_before() {
+            return Err(failed);
+        }
+        let limit = self
+            .content
+            .raw()
+            .map_or(0, |body| body.client.inner.settings.max_body_size);
         let mut content = Vec::new();
         let mut chunk = vec![0u8; IO_CHUNK];
         loop {
-            let n = self.body.read_content(&mut chunk)?;
+            let n = self.read_decoded(&mut chunk)?;
             if n == 0 {
                 return Ok(content);
             }
             if content.len() as u64 + n as u64 > limit {
-                self.body.fail(Error::BodyTooLarge { limit });
-                return Err(Error::BodyTooLarge { limit });
+                return Err(self.fail(Error::BodyTooLarge { limit }));
             }
             content.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Reads the rest of a redirect's body and drops it, so that the connection can
+    /// carry the next request; a body over 1 MiB, or one that fails, closes the
+    /// connection instead.
+    fn discard(mut self) {
+        let Some(body) = self.content.raw() else {
+            return;
+        };
+        let mut chunk = vec![0u8; IO_CHUNK];
+        let mut left = 1024 * 1024;
+        while let Ok(n) = body.read_content(&mut chunk) {
+            if n == 0 || n > left {
+                return;
+            }
+            left -= n;
+        }
+    }
+
+    /// Closes the connection after an error, and returns the error.
+    fn fail(&mut self, error: Error) -> Error {
+        if let Some(body) = self.content.raw() {
+            body.conn = None;
+        }
+        error
+    }
+
+    /// [`Error::BodyFailed`] when a read of the body failed before.
+    fn failed_before(&self) -> Option<Error> {
+        self.failed
+            .as_ref()
+            .map(|(kind, message)| Error::BodyFailed {
+                kind: *kind,
+                message: message.clone(),
+            })
+    }
+
+    /// Reads content, decoded when the client decodes its coding.
+    fn read_decoded(&mut self, out: &mut [u8]) -> Result<usize, Error> {
+        if let Content::Pending(..) = self.content {
+            let Content::Pending(coding, body) =
+                std::mem::replace(&mut self.content, Content::Switching)
+            else {
+                return Ok(0);
+            };
+            let mut input = BufReader::with_capacity(IO_CHUNK, body);
+            let first = match input.fill_buf() {
+                Ok(first) => first,
+                Err(e) => return Err(self.fail(from_io(e, coding))),
+            };
+            self.content = if first.is_empty() {
+                // An empty body (HEAD, 204, 304, or simply nothing): nothing to decode.
+                Content::Plain(input.into_inner())
+            } else {
+                match coding {
+                    Coding::Gzip => Content::Gzip(GzDecoder::new(input)),
+                    Coding::Deflate if is_zlib_header(first) => {
+                        Content::Zlib(ZlibDecoder::new(input))
+                    }
+                    Coding::Deflate => Content::RawDeflate(DeflateDecoder::new(input)),
+                }
+            };
+        }
+        let (result, coding) = match &mut self.content {
+            Content::Plain(body) => return body.read_content(out).map_err(|e| self.fail(e)),
+            Content::Gzip(d) => (d.read(out), Coding::Gzip),
+            Content::Zlib(d) => (d.read(out), Coding::Deflate),
+            Content::RawDeflate(d) => (d.read(out), Coding::Deflate),
+            Content::Pending(..) | Content::Switching => return Ok(0),
+        };
+        let n = match result {
+            Ok(n) => n,
+            Err(e) => return Err(self.fail(from_io(e, coding))),
+        };
+        if n == 0 && !out.is_empty() {
+            // The compressed stream ended: the body must end with it.
+            return self.finish_decoded(coding).map(|()| 0);
+        }
+        self.decoded += n as u64;
+        let limit = self
+            .content
+            .raw()
+            .map_or(0, |body| body.client.inner.settings.max_decoded_size);
+        if self.decoded > limit {
+            return Err(self.fail(Error::DecodedTooLarge { limit }));
+        }
+        Ok(n)
+    }
+
+    /// After the end of a compressed stream: checks that no byte of the body follows
+    /// it and reads the body to its end (which hands the connection back).
+    fn finish_decoded(&mut self, coding: Coding) -> Result<(), Error> {
+        let buffered = match &mut self.content {
+            Content::Gzip(d) => d.get_mut().buffer().len(),
+            Content::Zlib(d) => d.get_mut().buffer().len(),
+            Content::RawDeflate(d) => d.get_mut().buffer().len(),
+            _ => 0,
+        };
+        let trailing = || Error::Decode {
+            coding: coding.name(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                "bytes after the end of the compressed stream",
+            ),
+        };
+        if buffered > 0 {
+            return Err(self.fail(trailing()));
+        }
+        let Some(body) = self.content.raw() else {
+            return Ok(());
+        };
+        let mut byte = [0u8; 1];
+        match body.read_content(&mut byte) {
+            Ok(0) => Ok(()),
+            Ok(_) => Err(self.fail(trailing())),
+            Err(e) => Err(self.fail(e)),
         }
     }
 
@@ -846,17 +1224,18 @@ impl Response {
     }
 }
 
-/// Reads the content of the body. Errors are [`io::Error`]s wrapping a
-/// [`clients::Error`](Error) (`get_ref()` then `downcast_ref::<Error>()`); after an
-/// error every later read fails too.
+/// Reads the content of the body, decoded when the client decodes its content coding
+/// ([`ClientBuilder::decompress`]). Errors are those of [`Response::bytes`] but
+/// `BodyTooLarge`, as [`io::Error`]s wrapping a [`clients::Error`](Error) (`get_ref()`
+/// then `downcast_ref::<Error>()`); after an error every later read fails too.
 impl Read for Response {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some((kind, message)) = &self.body.failed {
-            return Err(io::Error::new(*kind, message.clone()));
+        if let Some(failed) = self.failed_before() {
+            return Err(failed.into_io());
         }
-        self.body.read_content(buf).map_err(|e| {
+        self.read_decoded(buf).map_err(|e| {
             let e = e.into_io();
-            self.body.failed = Some((e.kind(), e.to_string()));
+            self.failed = Some((e.kind(), e.to_string()));
             e
         })
     }
@@ -876,8 +1255,50 @@ struct BodyReader {
     origin: Origin,
     read_timeout: Option<Duration>,
     total_deadline: Option<Instant>,
-    /// The first error, repeated by later reads.
-    failed: Option<(io::ErrorKind, String)>,
+}
+
+/// What the decoders read: the content of the body, errors wrapped as by
+/// [`Error::into_io`].
+impl Read for BodyReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_content(buf).map_err(Error::into_io)
+    }
+}
+
+/// Whether `first` starts like a zlib stream (RFC 1950 §2.2): CM 8 (deflate), a window
+/// of at most 32 KiB, and `CMF * 256 + FLG` a multiple of 31 when both bytes are there.
+/// Servers that label a raw deflate stream `deflate` send something else.
+fn is_zlib_header(first: &[u8]) -> bool {
+    match first {
+        [cmf, rest @ ..] if cmf & 0x0f == 8 && cmf >> 4 <= 7 => match rest.first() {
+            Some(&flg) => (u16::from(*cmf) * 256 + u16::from(flg)) % 31 == 0,
+            None => true,
+        },
+        _ => false,
+    }
+}
+
+/// An error from a decoder: the `clients::Error` of the body under it when there is
+/// one, else [`Error::Decode`].
+fn from_io(e: io::Error, coding: Coding) -> Error {
+    if !e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+        return Error::Decode {
+            coding: coding.name(),
+            source: e,
+        };
+    }
+    let kind = e.kind();
+    match e.into_inner().map(|inner| inner.downcast::<Error>()) {
+        Some(Ok(error)) => *error,
+        Some(Err(other)) => Error::Decode {
+            coding: coding.name(),
+            source: io::Error::new(kind, other),
+        },
+        None => Error::Decode {
+            coding: coding.name(),
+            source: io::Error::from(kind),
+        },
+    }
 }
 
 impl BodyReader {
@@ -1153,6 +1574,40 @@ mod tests {
             debug.contains("Authorization") && debug.contains("h.test"),
             "{debug}"
         );
+    }
+
+    #[test]
+    fn only_a_single_gzip_or_deflate_coding_is_decoded() {
+        let fields = |values: &[&str]| -> Vec<HeaderField> {
+            values
+                .iter()
+                .map(|v| HeaderField {
+                    name: "Content-Encoding".to_owned(),
+                    value: v.as_bytes().to_vec(),
+                })
+                .collect()
+        };
+        assert_eq!(Coding::of(&fields(&["gzip"])), Some(Coding::Gzip));
+        assert_eq!(Coding::of(&fields(&["X-GZIP"])), Some(Coding::Gzip));
+        assert_eq!(Coding::of(&fields(&[" deflate "])), Some(Coding::Deflate));
+        assert_eq!(Coding::of(&fields(&[])), None);
+        assert_eq!(Coding::of(&fields(&["br"])), None);
+        assert_eq!(Coding::of(&fields(&["identity"])), None);
+        // Stacked codings, in one line or in two, are left encoded.
+        assert_eq!(Coding::of(&fields(&["gzip, gzip"])), None);
+        assert_eq!(Coding::of(&fields(&["deflate", "gzip"])), None);
+    }
+
+    #[test]
+    fn zlib_headers_are_told_from_raw_deflate() {
+        // RFC 1950: 0x78 0x01 / 0x9c / 0xda are the usual zlib headers.
+        for header in [[0x78, 0x01], [0x78, 0x9c], [0x78, 0xda], [0x08, 0x1d]] {
+            assert!(is_zlib_header(&header), "{header:?}");
+        }
+        // A raw deflate stream: a fixed-Huffman block (0x4b ...) or a bad FCHECK.
+        assert!(!is_zlib_header(&[0x4b, 0x4c]));
+        assert!(!is_zlib_header(&[0x78, 0x9d]));
+        assert!(!is_zlib_header(&[0xcb]));
     }
 
     #[test]

@@ -35,7 +35,11 @@ impl Scheme {
 /// The fragment is dropped (it is never sent,
 /// [RFC 9110 §7.1](https://www.rfc-editor.org/rfc/rfc9110#section-7.1)); the userinfo is
 /// kept apart and never appears in [`target`](Self::target) or
-/// [`host_field`](Self::host_field).
+/// [`host_field`](Self::host_field). An empty userinfo (`http://@h/`, `http://:@h/`) is
+/// no credentials; a user-id with a `:` once decoded is refused (RFC 7617 §2). Neither
+/// errors nor `Debug` show a password.
+/// Dot-segments (`.`, `..`) are removed from the path (RFC 3986 §5.2.4), as curl does;
+/// the query is kept as written.
 ///
 /// # Examples
 ///
@@ -51,7 +55,7 @@ impl Scheme {
 /// assert_eq!(url.credentials(), Some((&b"user"[..], &b"p@ss"[..])));
 /// # Ok::<(), keel_clients::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Url {
     scheme: Scheme,
     /// A lowercased reg-name or IPv4 literal, or an IPv6 literal without brackets.
@@ -62,6 +66,20 @@ pub struct Url {
     target: String,
     /// Percent-decoded user and password.
     credentials: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Shows every part but the credentials, which show as `***` when there are some.
+impl std::fmt::Debug for Url {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Url")
+            .field("scheme", &self.scheme)
+            .field("host", &self.host)
+            .field("is_ipv6", &self.is_ipv6)
+            .field("port", &self.port)
+            .field("target", &self.target)
+            .field("credentials", &self.credentials.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 impl Url {
@@ -85,7 +103,7 @@ impl Url {
     /// a percent-encoded or non-ASCII host (IDNA is not supported), an invalid IPv6
     /// literal (zone IDs and IPvFuture included), a port that is not a number up to
     /// 65535, a byte not allowed in the userinfo, path or query, or a bad
-    /// percent-encoding (`%` not followed by two hex digits).
+    /// percent-encoding (`%` not followed by two hex digits), a user-id holding `:`.
     pub fn parse(input: &str) -> Result<Url, Error> {
         let fail = |reason| Error::InvalidUrl {
             url: redact_userinfo(input),
@@ -121,11 +139,17 @@ impl Url {
                     return Err(fail("byte not allowed in userinfo"));
                 }
                 let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-                Some((
-                    percent_decode(user).ok_or_else(|| fail("bad percent-encoding in userinfo"))?,
-                    percent_decode(password)
-                        .ok_or_else(|| fail("bad percent-encoding in userinfo"))?,
-                ))
+                let user =
+                    percent_decode(user).ok_or_else(|| fail("bad percent-encoding in userinfo"))?;
+                let password = percent_decode(password)
+                    .ok_or_else(|| fail("bad percent-encoding in userinfo"))?;
+                // RFC 7617 §2: a user-id with a colon cannot be told from its password.
+                if user.contains(&b':') {
+                    return Err(fail("a user-id with ':' cannot be sent (RFC 7617 §2)"));
+                }
+                // An empty userinfo (`@host`, `:@host`) is no credentials, as in WHATWG
+                // URLs (reqwest, ureq), not an empty Basic authorization.
+                (!user.is_empty() || !password.is_empty()).then_some((user, password))
             }
         };
 
@@ -176,11 +200,22 @@ impl Url {
         };
 
         check_path_and_query(path_and_query).map_err(fail)?;
-        let target = if path_and_query.starts_with('/') {
-            path_and_query.to_owned()
+        // Dot-segments go (RFC 3986 §5.2.4, §6.2.2.3), from the path only, as curl
+        // and browsers remove them: servers refuse or resolve them differently.
+        let (path, query) = match path_and_query.find('?') {
+            Some(q) => path_and_query.split_at(q),
+            None => (path_and_query, ""),
+        };
+        let path = if path.contains("/.") {
+            remove_dot_segments(path)
         } else {
-            // Empty, or only a query: origin-form needs an absolute path.
-            format!("/{path_and_query}")
+            path.to_owned()
+        };
+        let target = if path.starts_with('/') {
+            path + query
+        } else {
+            // Empty: origin-form needs an absolute path.
+            format!("/{path}{query}")
         };
 
         Ok(Url {
@@ -247,18 +282,206 @@ impl Url {
     }
 }
 
+impl Url {
+    /// Resolves `reference`, the value of a `Location` field or any URI reference,
+    /// against this URL as its base
+    /// ([RFC 3986 §5.2](https://www.rfc-editor.org/rfc/rfc3986#section-5.2)), then
+    /// parses the result with [`Url::parse`]. The base's userinfo is not inherited (a
+    /// redirect decides about credentials itself); a reference's own userinfo is kept.
+    ///
+    /// Bytes that RFC 3986 does not allow anywhere in a URI (space, controls, `"`,
+    /// `<`, `>`, `\`, `^`, `` ` ``, `{`, `|`, `}` and non-ASCII) are percent-encoded
+    /// first, as browsers and curl do for `Location` values servers send unencoded.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] when the resolved URL is not one [`Url::parse`] accepts
+    /// (another scheme such as `ftp:`, an empty host, ...).
+    pub fn join(&self, reference: &str) -> Result<Url, Error> {
+        let base = format!(
+            "{}://{}{}",
+            match self.scheme {
+                Scheme::Http => "http",
+                Scheme::Https => "https",
+            },
+            self.host_field(),
+            self.target
+        );
+        Url::parse(&resolve(&base, &encode_invalid(reference)))
+    }
+}
+
+/// Percent-encodes the bytes no URI may hold (RFC 3986 §2: outside `reserved`,
+/// `unreserved` and `%`).
+fn encode_invalid(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        let allowed = is_unreserved(b)
+            || is_sub_delim(b)
+            || matches!(b, b':' | b'/' | b'?' | b'#' | b'[' | b']' | b'@' | b'%');
+        if allowed {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The five components of a URI reference
+/// ([RFC 3986 Appendix B](https://www.rfc-editor.org/rfc/rfc3986#appendix-B)):
+/// `^(([^:/?#]+):)?(//([^/?#]*))?([^?#]*)(\?([^#]*))?(#(.*))?`.
+struct Parts<'a> {
+    scheme: Option<&'a str>,
+    authority: Option<&'a str>,
+    path: &'a str,
+    query: Option<&'a str>,
+    fragment: Option<&'a str>,
+}
+
+fn split_reference(s: &str) -> Parts<'_> {
+    let (s, fragment) = match s.split_once('#') {
+        Some((before, fragment)) => (before, Some(fragment)),
+        None => (s, None),
+    };
+    let (s, query) = match s.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (s, None),
+    };
+    let (scheme, s) = match s.find([':', '/']) {
+        Some(i) if i > 0 && s.as_bytes()[i] == b':' => (Some(&s[..i]), &s[i + 1..]),
+        _ => (None, s),
+    };
+    let (authority, path) = match s.strip_prefix("//") {
+        Some(rest) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            (Some(&rest[..end]), &rest[end..])
+        }
+        None => (None, s),
+    };
+    Parts {
+        scheme,
+        authority,
+        path,
+        query,
+        fragment,
+    }
+}
+
+/// Resolves the URI reference `reference` against the absolute URI `base`
+/// (RFC 3986 §5.2.2, strict: a reference with a scheme is taken as it is), and
+/// recomposes the result (§5.3).
+pub(crate) fn resolve(base: &str, reference: &str) -> String {
+    let b = split_reference(base);
+    let r = split_reference(reference);
+    let (scheme, authority, path, query);
+    if r.scheme.is_some() {
+        scheme = r.scheme;
+        authority = r.authority;
+        path = remove_dot_segments(r.path);
+        query = r.query;
+    } else {
+        scheme = b.scheme;
+        if r.authority.is_some() {
+            authority = r.authority;
+            path = remove_dot_segments(r.path);
+            query = r.query;
+        } else {
+            authority = b.authority;
+            if r.path.is_empty() {
+                path = b.path.to_owned();
+                query = r.query.or(b.query);
+            } else {
+                path = if r.path.starts_with('/') {
+                    remove_dot_segments(r.path)
+                } else {
+                    remove_dot_segments(&merge(b.authority.is_some(), b.path, r.path))
+                };
+                query = r.query;
+            }
+        }
+    }
+    let mut out = String::new();
+    if let Some(scheme) = scheme {
+        out.push_str(scheme);
+        out.push(':');
+    }
+    if let Some(authority) = authority {
+        out.push_str("//");
+        out.push_str(authority);
+    }
+    out.push_str(&path);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    if let Some(fragment) = r.fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
+}
+
+/// Merges a relative-path reference with the base path (RFC 3986 §5.2.3).
+fn merge(base_has_authority: bool, base_path: &str, reference_path: &str) -> String {
+    if base_has_authority && base_path.is_empty() {
+        return format!("/{reference_path}");
+    }
+    match base_path.rfind('/') {
+        Some(i) => format!("{}{reference_path}", &base_path[..=i]),
+        None => reference_path.to_owned(),
+    }
+}
+
+/// Removes `.` and `..` segments from a path (RFC 3986 §5.2.4).
+fn remove_dot_segments(path: &str) -> String {
+    let mut input = path;
+    let mut output = String::with_capacity(path.len());
+    while !input.is_empty() {
+        if let Some(rest) = input.strip_prefix("../") {
+            input = rest;
+        } else if let Some(rest) = input.strip_prefix("./") {
+            input = rest;
+        } else if input.starts_with("/./") {
+            input = &input[2..];
+        } else if input == "/." {
+            input = "/";
+        } else if input.starts_with("/../") || input == "/.." {
+            input = if input == "/.." { "/" } else { &input[3..] };
+            let cut = output.rfind('/').unwrap_or(0);
+            output.truncate(cut);
+        } else if input == "." || input == ".." {
+            input = "";
+        } else {
+            let start = usize::from(input.starts_with('/'));
+            let end = input[start..].find('/').map_or(input.len(), |i| i + start);
+            output.push_str(&input[..end]);
+            input = &input[end..];
+        }
+    }
+    output
+}
+
 /// `input` with the userinfo of its authority, if any, replaced by `***`, so that a
 /// password never reaches an error message or a log (RFC 3986 §7.5).
 pub(crate) fn redact_userinfo(input: &str) -> String {
-    let Some(start) = input.find("//").map(|i| i + 2) else {
-        return input.to_owned();
-    };
-    let rest = &input[start..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{}***{}", &input[..start], &rest[at..]),
-        None => input.to_owned(),
+    if let Some(start) = input.find("//").map(|i| i + 2) {
+        let rest = &input[start..];
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            return format!("{}***{}", &input[..start], &rest[at..]);
+        }
     }
+    // A URL of another shape (one slash, backslashes, a '/', '?' or '#' inside the
+    // password) may still hold a password before its last '@': when a ':' comes
+    // between the scheme and that '@', everything between them goes (more than the
+    // password, at times, which is fine for an error message).
+    if let (Some(scheme_end), Some(at)) = (input.find(':'), input.rfind('@')) {
+        if scheme_end < at && input[scheme_end + 1..at].contains(':') {
+            return format!("{}***{}", &input[..=scheme_end], &input[at..]);
+        }
+    }
+    input.to_owned()
 }
 
 /// `unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"` (RFC 3986 §2.3).
@@ -325,6 +548,48 @@ fn percent_decode(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Dot-segments are removed from the path before it is sent (RFC 3986 §5.2.4,
+    /// §6.2.2.3), as curl and browsers do: keel's server, like others, refuses a
+    /// target with `..` segments, which clients are expected to have removed.
+    #[test]
+    fn dot_segments_are_removed_from_the_path_only() {
+        for (input, target) in [
+            ("http://h/a/../b", "/b"),
+            ("http://h/a/./b/.", "/a/b/"),
+            ("http://h/..", "/"),
+            ("http://h/a/b/../../../c", "/c"),
+            ("http://h/a/..?x=../y", "/?x=../y"),
+            ("http://h/a..b/.c", "/a..b/.c"),
+        ] {
+            assert_eq!(Url::parse(input).unwrap().target(), target, "{input}");
+        }
+    }
+
+    /// No password reaches an error message or a Debug output, whatever the URL's
+    /// shape; an empty userinfo is no credentials (as in WHATWG URLs); a user-id with a
+    /// colon cannot be sent in Basic authorization (RFC 7617 §2) and is refused.
+    #[test]
+    fn credentials_never_leak_and_are_well_formed() {
+        for input in [
+            "http:/u:secret@h/",
+            "http:\\\\u:secret@h/",
+            "http://user:pa/secret@host/",
+            "http://user:pa#secret@host/",
+            "http://user:pa?secret@host/",
+            "http://user:secret@ho st/",
+        ] {
+            let e = Url::parse(input).unwrap_err().to_string();
+            assert!(!e.contains("secret"), "{input}: {e}");
+        }
+        let url = Url::parse("http://user:hunter2@h/").unwrap();
+        assert!(!format!("{url:?}").contains("104, 117, 110"), "{url:?}");
+        assert!(!format!("{url:?}").contains("hunter2"), "{url:?}");
+        for input in ["http://@h/", "http://:@h/"] {
+            assert_eq!(Url::parse(input).unwrap().credentials(), None, "{input}");
+        }
+        assert!(Url::parse("http://a%3Ab:c@h/").is_err());
+    }
 
     fn reason(input: &str) -> &'static str {
         match Url::parse(input) {
@@ -463,5 +728,94 @@ mod tests {
         );
         assert_eq!(percent_decode("%"), None);
         assert_eq!(percent_decode("%+1"), None);
+    }
+
+    #[test]
+    fn rfc_3986_section_5_4_1_normal_examples() {
+        let base = "http://a/b/c/d;p?q";
+        for (reference, expected) in [
+            ("g:h", "g:h"),
+            ("g", "http://a/b/c/g"),
+            ("./g", "http://a/b/c/g"),
+            ("g/", "http://a/b/c/g/"),
+            ("/g", "http://a/g"),
+            ("//g", "http://g"),
+            ("?y", "http://a/b/c/d;p?y"),
+            ("g?y", "http://a/b/c/g?y"),
+            ("#s", "http://a/b/c/d;p?q#s"),
+            ("g#s", "http://a/b/c/g#s"),
+            ("g?y#s", "http://a/b/c/g?y#s"),
+            (";x", "http://a/b/c/;x"),
+            ("g;x", "http://a/b/c/g;x"),
+            ("g;x?y#s", "http://a/b/c/g;x?y#s"),
+            ("", "http://a/b/c/d;p?q"),
+            (".", "http://a/b/c/"),
+            ("./", "http://a/b/c/"),
+            ("..", "http://a/b/"),
+            ("../", "http://a/b/"),
+            ("../g", "http://a/b/g"),
+            ("../..", "http://a/"),
+            ("../../", "http://a/"),
+            ("../../g", "http://a/g"),
+        ] {
+            assert_eq!(resolve(base, reference), expected, "{reference:?}");
+        }
+    }
+
+    #[test]
+    fn rfc_3986_section_5_4_2_abnormal_examples() {
+        let base = "http://a/b/c/d;p?q";
+        for (reference, expected) in [
+            ("../../../g", "http://a/g"),
+            ("../../../../g", "http://a/g"),
+            ("/./g", "http://a/g"),
+            ("/../g", "http://a/g"),
+            ("g.", "http://a/b/c/g."),
+            (".g", "http://a/b/c/.g"),
+            ("g..", "http://a/b/c/g.."),
+            ("..g", "http://a/b/c/..g"),
+            ("./../g", "http://a/b/g"),
+            ("./g/.", "http://a/b/c/g/"),
+            ("g/./h", "http://a/b/c/g/h"),
+            ("g/../h", "http://a/b/c/h"),
+            ("g;x=1/./y", "http://a/b/c/g;x=1/y"),
+            ("g;x=1/../y", "http://a/b/c/y"),
+            ("g?y/./x", "http://a/b/c/g?y/./x"),
+            ("g?y/../x", "http://a/b/c/g?y/../x"),
+            ("g#s/./x", "http://a/b/c/g#s/./x"),
+            ("g#s/../x", "http://a/b/c/g#s/../x"),
+            ("http:g", "http:g"),
+        ] {
+            assert_eq!(resolve(base, reference), expected, "{reference:?}");
+        }
+    }
+
+    #[test]
+    fn join_resolves_locations() {
+        let base = Url::parse("http://user:pw@h.test:8080/a/b?q#f").unwrap();
+        let url = base.join("../c?x=1#frag").unwrap();
+        assert_eq!(
+            (url.host(), url.port(), url.target()),
+            ("h.test", 8080, "/c?x=1")
+        );
+        // The base's userinfo is not inherited.
+        assert_eq!(url.credentials(), None);
+        let url = base.join("https://other.test/p").unwrap();
+        assert_eq!(
+            (url.scheme(), url.host(), url.port()),
+            (Scheme::Https, "other.test", 443)
+        );
+        let url = base.join("//[::1]:9/x").unwrap();
+        assert_eq!(
+            (url.scheme(), url.host(), url.port()),
+            (Scheme::Http, "::1", 9)
+        );
+        // Unencoded bytes from a server are percent-encoded.
+        let url = base.join("/a b/\u{e9}").unwrap();
+        assert_eq!(url.target(), "/a%20b/%C3%A9");
+        assert!(matches!(
+            base.join("ftp://h/"),
+            Err(Error::InvalidUrl { .. })
+        ));
     }
 }

@@ -264,3 +264,70 @@ pub fn pki() -> TempDir {
     std::fs::write(dir.0.join("chain.pem"), chain).unwrap();
     dir
 }
+
+/// The path of the example binary `name`, built by `cargo build -p keel-clients
+/// --examples` next to the test binaries (`target/<profile>/examples/<name>`).
+pub fn example_path(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test>-<hash> -> target/<profile>/examples/<name>
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p keel-clients --examples` \
+         (`cargo test` builds examples; a run with only `--test X` does not)",
+        path.display()
+    );
+    path
+}
+
+/// What a finished process printed, and its exit status.
+pub struct Run {
+    pub status: std::process::ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+/// Runs the `get` example with `args`; kills it and fails the test after
+/// `STEP_TIMEOUT`.
+pub fn run_get(args: &[&str]) -> Run {
+    let mut child = Command::new(example_path("get"))
+        .args(args)
+        .env_remove("http_proxy")
+        .env_remove("https_proxy")
+        .env_remove("HTTPS_PROXY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the get example");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for get") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("get {args:?} did not finish within {STEP_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
+    }
+}

@@ -355,7 +355,9 @@ fn run_tests(dir: &Path, target_dir: &Path, fix: &Fix, timeout: u64) -> Outcome 
     let mut failed = Vec::new();
     for t in &fix.tests {
         let (target, name) = ledger::split_test(t).expect("checked by ledger::load");
-        let mut sel = vec!["test", "-q", "-p", fix.krate.as_str()];
+        // With every feature, as the test command runs them: a test behind a feature
+        // (keel-tls's `stream`) is otherwise not built at all.
+        let mut sel = vec!["test", "-q", "--all-features", "-p", fix.krate.as_str()];
         if target == "lib" {
             sel.push("--lib");
         } else {
