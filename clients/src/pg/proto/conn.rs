@@ -878,6 +878,34 @@ mod tests {
         msg(b'D', &body)
     }
 
+    /// A `ReadyForQuery` ends a request only after the request was answered (a
+    /// completion or an error), and an extended request's replies come in the order of
+    /// its messages: otherwise a stray `ReadyForQuery` would complete the next request
+    /// with nothing and shift every later reply to the request after its own.
+    #[test]
+    fn a_ready_for_query_without_an_answer_is_refused() {
+        // Simple: a second `Z` after a whole answer.
+        let mut conn = ready_trust();
+        conn.simple_query("SELECT 'A'").unwrap();
+        let mut server = row_description(&["a"]);
+        server.extend(data_row(&[Some("A")]));
+        server.extend(msg(b'C', b"SELECT 1\0"));
+        server.extend(msg(b'Z', b"I"));
+        feed_all(&mut conn, &server).unwrap();
+        conn.simple_query("SELECT 'B'").unwrap();
+        assert!(feed_all(&mut conn, &msg(b'Z', b"I")).is_err());
+
+        // Extended: a bare `Z`, and completions out of order.
+        let mut conn = ready_trust();
+        conn.extended_query("SELECT 1", &[]).unwrap();
+        assert!(feed_all(&mut conn, &msg(b'Z', b"I")).is_err());
+        let mut conn = ready_trust();
+        conn.extended_query("SELECT 1", &[]).unwrap();
+        let mut server = msg(b'2', b"");
+        server.extend(msg(b'1', b""));
+        assert!(feed_all(&mut conn, &server).is_err());
+    }
+
     #[test]
     fn startup_message_is_queued() {
         let mut conn = Connection::new(config(None)).unwrap();
