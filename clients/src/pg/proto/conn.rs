@@ -203,6 +203,13 @@ struct Request {
     copy: Option<Copy>,
     /// The column count of the current result set, after its `RowDescription`.
     columns: Option<usize>,
+    /// Answered: a `CommandComplete`, `EmptyQueryResponse` or `ErrorResponse` came, so
+    /// its `ReadyForQuery` may (§55.2.2, §55.2.3).
+    answered: bool,
+    /// For an extended request, the replies to `Parse`, `Bind` and `Describe` so far:
+    /// 0, then 1 after `ParseComplete`, 2 after `BindComplete`, 3 after
+    /// `RowDescription` or `NoData`; they come in that order (§55.2.3).
+    stage: u8,
 }
 
 /// One PostgreSQL session as a state machine, without I/O (§55.2).
@@ -331,6 +338,8 @@ impl Connection {
         let id = RequestId(self.next_id);
         self.next_id += 1;
         self.queue.push_back(Request {
+            answered: false,
+            stage: 0,
             id,
             extended: false,
             copy: None,
@@ -378,6 +387,8 @@ impl Connection {
         let id = RequestId(self.next_id);
         self.next_id += 1;
         self.queue.push_back(Request {
+            answered: false,
+            stage: 0,
             id,
             extended: true,
             copy: None,
@@ -524,6 +535,7 @@ impl Connection {
                     Some(request) if in_query => {
                         request.columns = None;
                         request.copy = None;
+                        request.answered = true;
                         Ok(Event::QueryError {
                             request: request.id,
                             error,
@@ -683,6 +695,12 @@ impl Connection {
                 if request.columns.is_some() {
                     return Err(Self::unexpected(kind, "inside a result set"));
                 }
+                if request.extended {
+                    if request.stage != 2 {
+                        return Err(Self::unexpected(kind, "out of order in an extended query"));
+                    }
+                    request.stage = 3;
+                }
                 request.columns = Some(columns.len());
                 Ok(Event::RowDescription {
                     request: id,
@@ -703,17 +721,25 @@ impl Connection {
             }
             Message::CommandComplete { tag } => {
                 request.columns = None;
+                request.answered = true;
                 Ok(Event::CommandComplete { request: id, tag })
             }
             Message::EmptyQueryResponse => {
                 if request.columns.is_some() {
                     return Err(Self::unexpected(kind, "inside a result set"));
                 }
+                request.answered = true;
                 Ok(Event::EmptyQueryResponse { request: id })
             }
             Message::ReadyForQuery { status } => {
                 if request.columns.is_some() {
                     return Err(Self::unexpected(kind, "inside a result set"));
+                }
+                // A server answers every request before its ReadyForQuery; one without
+                // would complete this request with nothing and hand every later reply
+                // to the request after its own.
+                if !request.answered {
+                    return Err(Self::unexpected(kind, "before its request was answered"));
                 }
                 self.queue.pop_front();
                 self.status = status;
@@ -725,6 +751,15 @@ impl Connection {
             Message::ParseComplete | Message::BindComplete | Message::NoData
                 if request.extended && request.columns.is_none() =>
             {
+                let (before, after) = match message {
+                    Message::ParseComplete => (0, 1),
+                    Message::BindComplete => (1, 2),
+                    _ => (2, 3),
+                };
+                if request.stage != before {
+                    return Err(Self::unexpected(kind, "out of order in an extended query"));
+                }
+                request.stage = after;
                 Ok(match message {
                     Message::ParseComplete => Event::ParseComplete { request: id },
                     Message::BindComplete => Event::BindComplete { request: id },
