@@ -941,6 +941,39 @@ mod tests {
         assert!(feed_all(&mut conn, &server).is_err());
     }
 
+    /// An error during an extended-protocol COPY FROM STDIN: the server discards
+    /// everything until a `Sync` (§55.2.6, §55.2.7), so `copy_done` and `copy_fail`
+    /// still work and queue one, as libpq's `PQputCopyEnd` does; the request then ends
+    /// with its `ReadyForQuery`.
+    #[test]
+    fn an_error_during_an_extended_copy_in_still_ends_with_a_sync() {
+        for end in ["done", "fail"] {
+            let mut conn = ready_trust();
+            let id = conn.extended_query("COPY t FROM STDIN", &[]).unwrap();
+            conn.poll_transmit(&mut Vec::new());
+            let mut server = msg(b'1', b"");
+            server.extend(msg(b'2', b""));
+            server.extend(msg(b'n', b""));
+            server.extend(msg(b'G', b"\0\0\0"));
+            feed_all(&mut conn, &server).unwrap();
+            conn.copy_data(b"x\n").unwrap();
+            let error = msg(b'E', b"SERROR\0C22P02\0Mbad input\0\0");
+            feed_all(&mut conn, &error).unwrap();
+            match end {
+                "done" => conn.copy_done().unwrap(),
+                _ => conn.copy_fail("stop").unwrap(),
+            }
+            let mut out = Vec::new();
+            conn.poll_transmit(&mut out);
+            assert!(out.ends_with(&[b'S', 0, 0, 0, 4]), "{end}: {out:?}");
+            let events = feed_all(&mut conn, &msg(b'Z', b"I")).unwrap();
+            assert_eq!(events.len(), 1, "{events:?}");
+            assert!(events[0].contains("ReadyForQuery"), "{events:?}");
+            assert!(events[0].contains(&format!("{}", id.0)), "{events:?}");
+            assert_eq!(conn.outstanding(), 0);
+        }
+    }
+
     #[test]
     fn startup_message_is_queued() {
         let mut conn = Connection::new(config(None)).unwrap();
