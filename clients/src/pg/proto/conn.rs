@@ -190,6 +190,11 @@ enum State {
 enum Copy {
     /// After `CopyInResponse`, until the client's `CopyDone` or `CopyFail`.
     In,
+    /// An `ErrorResponse` ended the COPY FROM STDIN of an extended-protocol request
+    /// before the client's `CopyDone` or `CopyFail`: the server discards everything
+    /// until a `Sync` (§55.2.7), which those two still queue (as libpq's
+    /// `PQputCopyEnd` does); `CopyData` meanwhile is dropped.
+    InFailed,
     /// After `CopyOutResponse`, until the server's `CopyDone`.
     Out,
 }
@@ -405,7 +410,7 @@ impl Connection {
         }
         self.queue
             .front_mut()
-            .filter(|r| r.copy == Some(Copy::In))
+            .filter(|r| matches!(r.copy, Some(Copy::In | Copy::InFailed)))
             .ok_or(Error::InvalidInput {
                 what: "no copy from stdin in progress",
             })
@@ -420,7 +425,10 @@ impl Connection {
     /// The sticky fatal error if the machine failed; [`Error::InvalidInput`] when no
     /// COPY FROM STDIN is in progress.
     pub fn copy_data(&mut self, data: &[u8]) -> Result<(), Error> {
-        self.copy_in_request()?;
+        if self.copy_in_request()?.copy == Some(Copy::InFailed) {
+            // The server discards it; the error was reported already.
+            return Ok(());
+        }
         for chunk in data.chunks(1 << 20) {
             frontend::copy_data(&mut self.send, chunk)?;
         }
@@ -428,16 +436,21 @@ impl Connection {
     }
 
     /// Queues a `CopyDone`: the COPY FROM STDIN data is complete; the server answers
-    /// `CommandComplete` (`COPY <rows>`) or an error, then `ReadyForQuery`.
+    /// `CommandComplete` (`COPY <rows>`) or an error, then `ReadyForQuery`. After an
+    /// [`Event::QueryError`] ended an extended request's copy, it queues only the
+    /// `Sync` the server waits for.
     ///
     /// # Errors
     ///
     /// As [`Connection::copy_data`].
     pub fn copy_done(&mut self) -> Result<(), Error> {
         let request = self.copy_in_request()?;
+        let failed = request.copy == Some(Copy::InFailed);
         request.copy = None;
         let extended = request.extended;
-        frontend::copy_done(&mut self.send);
+        if !failed {
+            frontend::copy_done(&mut self.send);
+        }
         self.sync_after_copy(extended);
         Ok(())
     }
@@ -458,8 +471,9 @@ impl Connection {
     /// As [`Connection::copy_data`]; [`Error::InvalidInput`] also when `message` holds a
     /// NUL (then nothing is queued and the COPY is still in progress).
     pub fn copy_fail(&mut self, message: &str) -> Result<(), Error> {
-        self.copy_in_request()?;
-        frontend::copy_fail(&mut self.send, message)?;
+        if self.copy_in_request()?.copy == Some(Copy::In) {
+            frontend::copy_fail(&mut self.send, message)?;
+        }
         let request = self.copy_in_request()?;
         request.copy = None;
         let extended = request.extended;
@@ -534,7 +548,8 @@ impl Connection {
                 return match self.queue.front_mut() {
                     Some(request) if in_query => {
                         request.columns = None;
-                        request.copy = None;
+                        request.copy = (request.extended && request.copy == Some(Copy::In))
+                            .then_some(Copy::InFailed);
                         request.answered = true;
                         Ok(Event::QueryError {
                             request: request.id,
@@ -678,7 +693,9 @@ impl Connection {
                 return Ok(Event::CopyDone { request: id });
             }
             (Some(Copy::Out), _) => return Err(Self::unexpected(kind, "in copy to stdout")),
-            (Some(Copy::In), _) => return Err(Self::unexpected(kind, "in copy from stdin")),
+            (Some(Copy::In | Copy::InFailed), _) => {
+                return Err(Self::unexpected(kind, "in copy from stdin"))
+            }
             (None, _) => {}
         }
         match message {
