@@ -338,6 +338,28 @@ fn scram_login_and_select_1() {
     client.close();
 }
 
+/// Timeouts too long to add to an `Instant` (`Duration::MAX`, "no limit") mean no
+/// deadline, not a panic.
+#[test]
+fn timeouts_of_any_length_do_not_overflow() {
+    let server = server();
+    let config = Config {
+        connect_timeout: Duration::MAX,
+        query_timeout: Some(Duration::MAX),
+        ..config(server.port, SUPERUSER, Some(PASSWORD))
+    };
+    let mut client = Client::connect(&config).expect("connect");
+    assert_eq!(
+        rows(&client.simple_query("SELECT 1").unwrap()),
+        [[Some("1".to_owned())]]
+    );
+    let mut copied = Vec::new();
+    client
+        .copy_out("COPY (SELECT 2) TO STDOUT", |d| copied.extend_from_slice(d))
+        .unwrap();
+    assert_eq!(copied, b"2\n");
+}
+
 #[test]
 fn wrong_password_is_28p01() {
     let server = server();
