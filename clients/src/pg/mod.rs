@@ -255,7 +255,7 @@ impl CancelToken {
     /// for its TLS), and [`Error::Net`] with [`Phase::SendRequest`] when the request
     /// cannot be written.
     pub fn cancel(&self) -> Result<(), Error> {
-        let deadline = Instant::now() + self.connect_timeout;
+        let deadline = deadline_after(self.connect_timeout);
         let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
         let mut stream = match &self.tls {
             None => transport::connect(&resolver, &self.host, self.port, None, deadline)?,
@@ -333,7 +333,7 @@ impl Client {
     /// handshake or the verification failed, [`proto::Error::TlsRefused`],
     /// [`proto::Error::SslResponse`] or [`proto::Error::BytesAfterSslResponse`].
     pub fn connect(config: &Config) -> Result<Client, Error> {
-        let deadline = Instant::now() + config.connect_timeout;
+        let deadline = deadline_after(config.connect_timeout);
         let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
         let (stream, tls) = match config.ssl_mode {
             SslMode::Disable => (
@@ -545,9 +545,7 @@ impl Client {
         let count = usize::try_from(last.0 - first.0).unwrap_or(usize::MAX) + 1;
         let mut results: Vec<StatementResult> = (0..count).map(|_| Ok(Vec::new())).collect();
         let mut columns: Arc<[String]> = Arc::from(Vec::new());
-        let deadline = self
-            .query_timeout
-            .map_or_else(far_future, |t| Instant::now() + t);
+        let deadline = self.query_deadline();
         self.run(deadline, Phase::Query, |event| {
             // Every reply names its request; the machine only gives ids it issued, and
             // these were issued last, in order.
@@ -617,9 +615,7 @@ impl Client {
     /// [`Client::simple_query`].
     pub fn copy_in(&mut self, sql: &str, mut data: impl std::io::Read) -> Result<u64, Error> {
         let id = self.conn.simple_query(sql).map_err(pg)?;
-        let deadline = self
-            .query_timeout
-            .map_or_else(far_future, |t| Instant::now() + t);
+        let deadline = self.query_deadline();
         let mut failure = None;
         let mut tag_rows = 0;
         let mut copies = 0;
@@ -714,9 +710,7 @@ impl Client {
     /// COPY TO STDOUT (it ran; its rows are dropped).
     pub fn copy_out(&mut self, sql: &str, mut on_data: impl FnMut(&[u8])) -> Result<u64, Error> {
         let id = self.conn.simple_query(sql).map_err(pg)?;
-        let deadline = self
-            .query_timeout
-            .map_or_else(far_future, |t| Instant::now() + t);
+        let deadline = self.query_deadline();
         let mut failure = None;
         let mut tag_rows = 0;
         let mut copied = false;
@@ -777,9 +771,7 @@ impl Client {
         id: proto::RequestId,
         mut on_message: impl FnMut(SimpleQueryEvent<'_>),
     ) -> Result<(), Error> {
-        let deadline = self
-            .query_timeout
-            .map_or_else(far_future, |t| Instant::now() + t);
+        let deadline = self.query_deadline();
         let mut failure = None;
         let mut copy_refused = false;
         loop {
@@ -859,6 +851,12 @@ impl Client {
         self.run_mode(deadline, phase, false, on_event)
     }
 
+    /// When a query started now must end: [`Config::query_timeout`] from now, or
+    /// never.
+    fn query_deadline(&self) -> Instant {
+        self.query_timeout.map_or_else(far_future, deadline_after)
+    }
+
     /// [`Client::run`]; with `idle`, also returns after the first notification, and a
     /// timeout leaves the connection open (no request was outstanding, and the machine
     /// only ever takes whole messages, so nothing was lost).
@@ -885,7 +883,7 @@ impl Client {
             // and the caller gets the timeout.
             if let Some(token) = self.cancel_token() {
                 if token.cancel().is_ok() {
-                    let grace = Instant::now() + self.connect_timeout;
+                    let grace = deadline_after(self.connect_timeout);
                     match self.pump(grace, phase, idle, &mut on_event) {
                         Ok(()) => return result,
                         Err(e) => result = Err(e),
@@ -1024,7 +1022,7 @@ impl Client {
             return Err(pg(e.clone()));
         }
         if self.notifications.is_empty() {
-            let deadline = Instant::now() + timeout;
+            let deadline = deadline_after(timeout);
             match self.run_mode(deadline, Phase::Query, true, |_| {
                 Err(pg(proto::Error::UnexpectedMessage {
                     kind: b'?',
@@ -1257,6 +1255,14 @@ fn keep<T>(list: &mut Vec<T>, item: T) {
 }
 
 /// A deadline that never comes in practice (a century from now).
+/// `now + timeout`; a timeout too long to add to an `Instant` (`Duration::MAX`) is
+/// [`far_future`], not an overflow.
+fn deadline_after(timeout: Duration) -> Instant {
+    Instant::now()
+        .checked_add(timeout)
+        .unwrap_or_else(far_future)
+}
+
 fn far_future() -> Instant {
     let now = Instant::now();
     now.checked_add(Duration::from_secs(100 * 365 * 86_400))
