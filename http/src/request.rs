@@ -268,6 +268,10 @@ struct Framing {
     close: bool,
     keep_alive: bool,
     expect_continue: bool,
+    /// An `Upgrade` field line was received.
+    upgrade_field: bool,
+    /// A `Connection` option is `upgrade`.
+    upgrade_option: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -494,6 +498,52 @@ impl RequestParser {
         self.parse_general(buf)
     }
 
+    /// [`parse_new`](Self::parse_new) for a head arriving slowly into a
+    /// buffer of a driver whose parser serves other connections between its
+    /// reads: `scanned` is how many bytes of `buf` (which starts at the head
+    /// and only grew since) an earlier call already saw without finding the
+    /// head's end (`buf.len()` at that call; 0 the first time). If no byte
+    /// after them can end the head (no LF followed by an empty line), only
+    /// the size limits are checked and the result is `Partial` without
+    /// parsing, so a head arriving a byte at a time costs work linear in its
+    /// size, not quadratic; otherwise the head is parsed from its start.
+    ///
+    /// # Errors
+    ///
+    /// Those of `parse`; for a head not parsed now,
+    /// [`Error::RequestLineTooLong`] when no LF came within
+    /// [`Limits::max_request_line_size`] bytes, and
+    /// [`Error::FieldSectionTooLarge`] when the bytes outgrow both limits
+    /// together (the field section alone is checked once a line ends).
+    #[inline]
+    pub fn parse_resumed(&mut self, buf: &[u8], scanned: usize) -> Result<Status, Error> {
+        if scanned == 0 {
+            return self.parse_new(buf);
+        }
+        self.parse_resumed_partial(buf, scanned)
+    }
+
+    /// [`parse_resumed`](Self::parse_resumed) after a partial head, out of line.
+    #[inline(never)]
+    fn parse_resumed_partial(&mut self, buf: &[u8], scanned: usize) -> Result<Status, Error> {
+        if may_end_head(buf, scanned) {
+            return self.parse_new(buf);
+        }
+        if memchr(b'\n', buf).is_none() {
+            if buf.len() >= self.limits.max_request_line_size {
+                return Err(Error::RequestLineTooLong {
+                    limit: self.limits.max_request_line_size,
+                });
+            }
+        } else if buf.len() > self.limits.max_request_line_size + self.limits.max_field_section_size
+        {
+            return Err(Error::FieldSectionTooLarge {
+                limit: self.limits.max_field_section_size,
+            });
+        }
+        Ok(Status::Partial)
+    }
+
     /// The general path of [`parse`](Self::parse): line by line, resumable,
     /// with every error. Kept out of line so the fast path stays small.
     #[inline(never)]
@@ -676,8 +726,8 @@ impl RequestParser {
         // Only names of 4 (Host), 6, 10, 14 and 17 bytes that start with
         // `c`, `e`, `h` or `t` (any case) mean anything here; only their values
         // are trimmed now.
-        if matches!(first | 0x20, b'c' | b'e' | b'h' | b't')
-            && matches!(name_len, 4 | 6 | 10 | 14 | 17)
+        if matches!(first | 0x20, b'c' | b'e' | b'h' | b't' | b'u')
+            && matches!(name_len, 4 | 6 | 7 | 10 | 14 | 17)
         {
             // `field_name_len` returns a length below `rest.len()`.
             let name = rest.get(..name_len)?;
@@ -997,6 +1047,10 @@ impl RequestParser {
                 }
                 Ok(())
             }
+            7 if is_name(name, b"upgrade") => {
+                self.framing.upgrade_field = true;
+                Ok(())
+            }
             10 if is_name(name, b"connection") => {
                 self.note_connection(value);
                 Ok(())
@@ -1044,6 +1098,8 @@ impl RequestParser {
                 self.framing.close = true;
             } else if option.eq_ignore_ascii_case(b"keep-alive") {
                 self.framing.keep_alive = true;
+            } else if option.eq_ignore_ascii_case(b"upgrade") {
+                self.framing.upgrade_option = true;
             }
         }
     }
@@ -1180,14 +1236,27 @@ fn trim_ows_at(start: usize, value: &[u8]) -> (usize, usize) {
     (start + lead, start + lead + trim_ows(value).len())
 }
 
+/// Whether `buf` may hold the end of a head (an empty line) in bytes after
+/// the first `scanned`: an LF at or after `scanned - 3` followed by CRLF or
+/// LF, or too close to the end of `buf` to tell yet.
+fn may_end_head(buf: &[u8], scanned: usize) -> bool {
+    let from = scanned.saturating_sub(3).min(buf.len());
+    memchr::memchr_iter(b'\n', &buf[from..]).any(|p| {
+        let rest = &buf[from + p + 1..];
+        rest.first() == Some(&b'\n') || rest.starts_with(b"\r\n") || rest.len() < 2
+    })
+}
+
 /// `true` if the field name `name` may be one of those
 /// [`RequestParser::note_field`] records other than `Host` (`Expect`,
-/// `Connection`, `Content-Length`, `Transfer-Encoding`): its first letter,
+/// `Upgrade`, `Connection`, `Content-Length`, `Transfer-Encoding`): its first letter,
 /// then its length.
 #[inline(always)]
 fn is_noted(name: &[u8]) -> bool {
-    matches!(name.first().map(|b| b | 0x20), Some(b'c' | b'e' | b't'))
-        && matches!(name.len(), 6 | 10 | 14 | 17)
+    matches!(
+        name.first().map(|b| b | 0x20),
+        Some(b'c' | b'e' | b't' | b'u')
+    ) && matches!(name.len(), 6 | 7 | 10 | 14 | 17)
 }
 
 /// The field line `Connection: keep-alive` and its CRLF, lowercase.
@@ -1576,6 +1645,18 @@ impl<'a> Request<'a> {
     #[must_use]
     pub fn expects_continue(&self) -> bool {
         self.parser.version == Version::Http11 && self.parser.framing.expect_continue
+    }
+
+    /// Whether the request asks to switch protocols: HTTP/1.1 with an
+    /// `Upgrade` field and an `upgrade` option in `Connection`, both noted as
+    /// the head was parsed
+    /// ([RFC 9110 §7.8](https://www.rfc-editor.org/rfc/rfc9110#section-7.8):
+    /// `Upgrade` is a connection-specific field, so its option must be
+    /// listed, and an HTTP/1.0 request's `Upgrade` is ignored).
+    #[must_use]
+    pub fn is_upgrade(&self) -> bool {
+        let framing = &self.parser.framing;
+        self.parser.version == Version::Http11 && framing.upgrade_field && framing.upgrade_option
     }
 }
 
@@ -3290,6 +3371,52 @@ mod fast_path_tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn end_of_head_detection_spans_reads() {
+        assert!(!may_end_head(b"GET / HTTP/1.1\r\nHost: a\r", 0));
+        assert!(may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 20));
+        assert!(may_end_head(b"GET / HTTP/1.1\nHost: a\n\n", 20));
+        // A LF at the very end may be followed by the rest of the empty line later.
+        assert!(may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\n", 10));
+    }
+
+    proptest! {
+        /// Fed a growing buffer in pieces, `parse_resumed` (with what the
+        /// last call saw) reaches the same result as one `parse_new` of the
+        /// whole, and the same error class.
+        #[test]
+        fn resumed_parsing_in_pieces_gives_the_whole_head(
+            extra in proptest::collection::vec("[A-Za-z]{1,8}: [ -~]{0,40}", 0..6),
+            cuts in proptest::collection::vec(1usize..40, 0..20),
+        ) {
+            let mut wire = b"GET /x HTTP/1.1\r\nHost: h\r\n".to_vec();
+            for line in &extra {
+                wire.extend_from_slice(line.as_bytes());
+                wire.extend_from_slice(b"\r\n");
+            }
+            wire.extend_from_slice(b"\r\n");
+            let limits = Limits { max_request_line_size: 64, max_field_section_size: 128, ..Limits::default() };
+            let whole = RequestParser::new(limits).parse_new(&wire);
+            let mut parser = RequestParser::new(limits);
+            let (mut end, mut scanned) = (0, 0);
+            let mut cuts = cuts.into_iter();
+            let result = loop {
+                end = (end + cuts.next().unwrap_or(wire.len())).min(wire.len());
+                // Another connection's head in between.
+                let _ = parser.parse_new(b"GET / HTTP/1.1\r\nHost: o\r\n\r\n");
+                match parser.parse_resumed(&wire[..end], scanned) {
+                    Ok(Status::Partial) if end < wire.len() => scanned = end,
+                    other => break other,
+                }
+            };
+            match (&whole, &result) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (Err(a), Err(b)) => prop_assert_eq!(a.status_hint(), b.status_hint()),
+                _ => prop_assert!(false, "{:?} vs {:?}", whole, result),
+            }
+        }
+    }
 
     /// Picks from `good` most of the time and from `bad` otherwise.
     fn mostly(good: Vec<&'static str>, bad: Vec<&'static str>) -> impl Strategy<Value = Vec<u8>> {
