@@ -121,7 +121,8 @@ pub use response::{
 };
 pub use response_parser::{Response, ResponseLimits, ResponseParser};
 pub use server_conn::{
-    ResponseBody, ResponseHead, ServerConnection, ServerEvent, ServerInput, ServerLimits,
+    ConnectionField, IncomingBody, LengthField, ResponseBody, ResponseFraming, ResponseHead,
+    ServerConnection, ServerContext, ServerEvent, ServerInput, ServerLimits,
 };
 pub use sse::{write_comment, write_event, ReceivedEvent, SseDecoder, SseError, SseEvent};
 pub use status::StatusCode;

@@ -2,6 +2,11 @@
 //! heads out
 //! ([RFC 9112](https://www.rfc-editor.org/rfc/rfc9112),
 //! [RFC 9110](https://www.rfc-editor.org/rfc/rfc9110)).
+//!
+//! This is the one place where keel's HTTP/1.1 server semantics live: body
+//! framing, `100 Continue`, persistence and `Connection`, the HEAD, 1xx, 204,
+//! 304 and HTTP/1.0 rules, upgrades and tunnels, and chunked response
+//! framing. keel-server's worker drives it; so can any other loop.
 
 use core::ops::Range;
 
@@ -35,7 +40,10 @@ pub struct ServerLimits {
     pub chunked: ChunkedLimits,
     /// Maximum `Content-Length` of a request body in bytes (default
     /// `u64::MAX`, no limit). A larger value is [`Error::BodyTooLarge`]
-    /// (413), reported with the head, before any body byte is read
+    /// (413), reported by the first `feed` after the head, before any body
+    /// byte is used (and no `100 Continue` is offered), unless the driver
+    /// lifted the limit for that body
+    /// ([`ServerConnection::lift_body_limit`])
     /// ([RFC 9110 §15.5.14](https://www.rfc-editor.org/rfc/rfc9110#section-15.5.14)).
     pub max_body_size: u64,
 }
@@ -50,12 +58,80 @@ impl Default for ServerLimits {
     }
 }
 
+/// What every [`ServerConnection`] of one thread shares, lent to each call
+/// that parses: the request-head parser (whose field-span slots serve one
+/// connection at a time, as httparse lends `&mut [Header]`) and the limits.
+/// A connection thus keeps a few words of state of its own, whatever the
+/// limits and however many field lines a request has.
+#[derive(Clone, Debug)]
+pub struct ServerContext {
+    parser: RequestParser,
+    limits: ServerLimits,
+}
+
+impl Default for ServerContext {
+    fn default() -> Self {
+        Self::new(ServerLimits::default())
+    }
+}
+
+impl ServerContext {
+    /// Creates the shared part for connections with `limits`.
+    #[must_use]
+    pub fn new(limits: ServerLimits) -> Self {
+        Self {
+            parser: RequestParser::new(limits.head),
+            limits,
+        }
+    }
+
+    /// The limits every connection fed with this context applies.
+    #[must_use]
+    pub fn limits(&self) -> &ServerLimits {
+        &self.limits
+    }
+
+    /// The request head last parsed with this context (reported by
+    /// [`ServerEvent::Head`] or [`ServerEvent::Request`], or parsed again by
+    /// [`reparse`](Self::reparse))
+    /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3)).
+    /// `input` is the buffer the head was parsed from, still starting at
+    /// the head.
+    ///
+    /// # Panics
+    ///
+    /// If no head was parsed since the context parsed anything else, or
+    /// `input` is shorter than the head.
+    #[must_use]
+    pub fn request<'a>(&'a self, input: &'a [u8]) -> Request<'a> {
+        self.parser.request(input)
+    }
+
+    /// Parses again the head at the start of `input`, a head a connection
+    /// already reported, so that [`request`](Self::request) shows it after
+    /// the context served other connections meanwhile (a driver that keeps
+    /// the head in its buffer while the body arrives does this once the
+    /// body is complete). Returns the head's length.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`RequestParser::parse`], and [`Error::IncompleteMessage`]
+    /// if `input` does not hold a whole head; neither happens for the bytes
+    /// of a head already reported.
+    pub fn reparse(&mut self, input: &[u8]) -> Result<usize, Error> {
+        match self.parser.parse_new(input)? {
+            Status::Complete(n) => Ok(n),
+            Status::Partial => Err(Error::IncompleteMessage),
+        }
+    }
+}
+
 /// How the body of a response is framed
 /// ([RFC 9112 §6](https://www.rfc-editor.org/rfc/rfc9112#section-6)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ResponseBody {
     /// `Content-Length: n`: the driver sends exactly `n` bytes after the head
-    /// (none if [`ServerConnection::send_response`] returns `false`)
+    /// (none if [`ResponseFraming::send_body`] is `false`)
     /// ([RFC 9110 §8.6](https://www.rfc-editor.org/rfc/rfc9110#section-8.6)).
     ContentLength(u64),
     /// A body of unknown length, sent with [`ServerConnection::write_chunk`]
@@ -85,13 +161,83 @@ pub struct ResponseHead<'a> {
     pub body: ResponseBody,
 }
 
+/// The framing field of a response head
+/// ([RFC 9112 §6](https://www.rfc-editor.org/rfc/rfc9112#section-6)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LengthField {
+    /// No framing field: a 1xx or 204 response, a 2xx to CONNECT, a 304
+    /// (see [`ServerConnection::start_response`]), or a body of unknown
+    /// length to an HTTP/1.0 client, delimited by the close.
+    None,
+    /// `Content-Length: n`.
+    ContentLength(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
+
+/// The `Connection` field the connection adds to a response head
+/// ([RFC 9112 §9.3](https://www.rfc-editor.org/rfc/rfc9112#section-9.3),
+/// [§9.6](https://www.rfc-editor.org/rfc/rfc9112#section-9.6)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ConnectionField {
+    /// None: the connection persists by default (HTTP/1.1), or the
+    /// caller's own field says it all.
+    None,
+    /// `Connection: close`: the connection closes after this response.
+    Close,
+    /// `Connection: keep-alive`: an HTTP/1.0 client's connection persists.
+    KeepAlive,
+}
+
+/// What [`ServerConnection::start_response`] decided for one final
+/// response: the fields that frame it and whether the connection persists.
+/// `Copy` and comparable, so a driver can key a cache of serialized
+/// responses on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ResponseFraming {
+    /// The framing field to send.
+    pub length: LengthField,
+    /// The `Connection` field to send.
+    pub connection: ConnectionField,
+    /// Body bytes follow the head: `false` for a response to HEAD, a 204 or
+    /// 304 response, a 101 and a 2xx to CONNECT
+    /// ([RFC 9112 §6.3](https://www.rfc-editor.org/rfc/rfc9112#section-6.3)
+    /// rules 1 and 2).
+    pub send_body: bool,
+    /// The connection closes once this response is written.
+    pub close: bool,
+}
+
+impl ResponseFraming {
+    /// Appends the fields this framing adds (`Content-Length` or
+    /// `Transfer-Encoding`, then `Connection`) and the empty line that ends
+    /// the head, after the status line and the caller's own field lines
+    /// ([RFC 9112 §4](https://www.rfc-editor.org/rfc/rfc9112#section-4)).
+    #[inline]
+    pub fn write_end_of_head(&self, out: &mut Vec<u8>) {
+        match self.length {
+            LengthField::None => {}
+            LengthField::ContentLength(n) => write_content_length(out, n),
+            LengthField::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        }
+        match self.connection {
+            ConnectionField::None => {}
+            ConnectionField::Close => out.extend_from_slice(b"Connection: close\r\n"),
+            ConnectionField::KeepAlive => out.extend_from_slice(b"Connection: keep-alive\r\n"),
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// The result of one [`ServerConnection::feed`] call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerInput {
     /// How many bytes from the front of the input were used. The caller
-    /// removes them after it has handled `event` (for [`ServerEvent::Head`],
-    /// after reading [`ServerConnection::request`]) and passes the remaining
-    /// bytes, plus new ones, next time.
+    /// removes them after it has handled `event` (for [`ServerEvent::Head`]
+    /// and [`ServerEvent::Request`], after reading
+    /// [`ServerContext::request`]) and passes the remaining bytes, plus new
+    /// ones, next time.
     pub consumed: usize,
     /// What the input contained.
     pub event: ServerEvent,
@@ -101,14 +247,21 @@ pub struct ServerInput {
 /// does next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServerEvent {
-    /// A request head, `consumed` bytes long
-    /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3)).
-    /// Next: read it with [`ServerConnection::request`]; if
+    /// A request head, `consumed` bytes long, with content to follow
+    /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3),
+    /// [§6](https://www.rfc-editor.org/rfc/rfc9112#section-6)).
+    /// Next: read it with [`ServerContext::request`] and
+    /// [`ServerConnection::request_body`]; if
     /// [`ServerConnection::wants_continue`], send
     /// [`send_continue`](ServerConnection::send_continue) to receive the body
     /// (or a final response instead); then feed the bytes after `consumed`
     /// for [`Body`](Self::Body) events and [`End`](Self::End).
     Head,
+    /// A whole request without content (no body, or `Content-Length: 0`):
+    /// its head, `consumed` bytes long, and its end in one event. Next: read
+    /// it with [`ServerContext::request`] and send the response, as after
+    /// [`End`](Self::End).
+    Request,
     /// Request content: this non-empty range of the input (`range.end <=
     /// consumed`), with the chunked framing removed. Next: use the bytes,
     /// then feed the bytes after `consumed`.
@@ -145,12 +298,16 @@ pub enum ServerEvent {
     Closed,
 }
 
-/// The framing of the request body being received.
+/// How the content of the request being received is framed
+/// ([RFC 9112 §6.3](https://www.rfc-editor.org/rfc/rfc9112#section-6.3)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum BodyState {
+pub enum IncomingBody {
     /// `remaining` bytes of a `Content-Length` body still to come.
-    ContentLength { remaining: u64 },
-    /// A chunked body, decoded by the connection's `ChunkedDecoder`.
+    ContentLength {
+        /// Bytes not yet reported in [`ServerEvent::Body`] events.
+        remaining: u64,
+    },
+    /// A chunked body, decoded by the connection.
     Chunked,
 }
 
@@ -162,7 +319,7 @@ enum Reading {
     /// Waiting for (the rest of) a request head.
     Head,
     /// Receiving the request body.
-    Body(BodyState),
+    Body(IncomingBody),
     /// The request is complete; waiting for its response to end.
     Done,
     /// HTTP is over; the bytes belong to another protocol or a tunnel.
@@ -209,6 +366,13 @@ struct Exchange {
     /// The last final response had no body although `Chunked` was asked:
     /// `write_chunk` and `finish_body` write nothing.
     discard_body: bool,
+    /// The `Content-Length` is over [`ServerLimits::max_body_size`], and
+    /// the limit was not lifted ([`ServerConnection::lift_body_limit`]).
+    over_limit: bool,
+    /// An HTTP/1.1 request, neither HEAD nor CONNECT, that lets the
+    /// connection persist: its usual responses take the fast path of
+    /// `frame`.
+    plain: bool,
 }
 
 impl Exchange {
@@ -222,34 +386,43 @@ impl Exchange {
         continue_sent: false,
         upgrade: false,
         discard_body: false,
+        over_limit: false,
+        plain: false,
     };
 }
 
 /// The server side of one HTTP/1.1 connection, without I/O
 /// ([RFC 9112](https://www.rfc-editor.org/rfc/rfc9112)): it parses the
-/// received bytes into request events (head, body content, end) with
-/// [`RequestParser`] and [`ChunkedDecoder`], writes response heads and body
-/// framing into the caller's `Vec<u8>`, and decides for each request
-/// whether the connection persists
-/// ([§9.3](https://www.rfc-editor.org/rfc/rfc9112#section-9.3)). It
-/// reads one request at a time: after a request's [`ServerEvent::End`] it
-/// pauses until its response is complete, so pipelined requests wait in the
+/// received bytes into request events (head, body content, end) with the
+/// [`RequestParser`] of a [`ServerContext`] lent to each call and its own
+/// [`ChunkedDecoder`] (made for a chunked body only), writes response heads
+/// and body framing into the caller's `Vec<u8>`, and decides for each
+/// request whether the connection persists
+/// ([§9.3](https://www.rfc-editor.org/rfc/rfc9112#section-9.3)). It reads
+/// one request at a time: after a request's [`ServerEvent::End`] it pauses
+/// until its response is complete, so pipelined requests wait in the
 /// caller's buffer and responses go out in order. It keeps no clock: the
-/// `Date` value comes in with each response.
+/// `Date` value comes in with each response. Its state is a few words; the
+/// per-request parsing state lives in the context.
 ///
 /// # Methods
 ///
 /// - Input: [`feed`](Self::feed) with received bytes, and
 ///   [`handle_eof`](Self::handle_eof) when the peer closes its side.
 /// - Output: the [`ServerEvent`] of each `feed`, and
-///   [`request`](Self::request) for the head just reported.
+///   [`ServerContext::request`] for the head just reported.
 /// - Commands: [`send_continue`](Self::send_continue),
-///   [`send_response`](Self::send_response), then for a
+///   [`send_response`](Self::send_response) (or, for a driver that writes
+///   the status line and its own fields itself,
+///   [`start_response`](Self::start_response) and
+///   [`ResponseFraming::write_end_of_head`]), then for a
 ///   [`ResponseBody::Chunked`] body [`write_chunk`](Self::write_chunk) /
 ///   [`write_chunk_header`](Self::write_chunk_header) and
-///   [`finish_body`](Self::finish_body). Each appends to the caller's
-///   `Vec<u8>`, which the driver writes to the socket.
-/// - Getters: [`wants_continue`](Self::wants_continue),
+///   [`finish_body`](Self::finish_body); [`fail`](Self::fail) to refuse a
+///   request with an error status the driver chose. Each appends to the
+///   caller's `Vec<u8>`, which the driver writes to the socket.
+/// - Getters: [`request_body`](Self::request_body),
+///   [`wants_continue`](Self::wants_continue),
 ///   [`is_upgrade_request`](Self::is_upgrade_request),
 ///   [`keep_alive`](Self::keep_alive),
 ///   [`error_response_status`](Self::error_response_status),
@@ -257,13 +430,13 @@ impl Exchange {
 ///
 /// # Calling order
 ///
-/// 1. Read into a buffer and `feed(&buf)` until an event other than
-///    `NeedMore`; after each event, handle it, then drop `consumed` bytes
-///    from the front of the buffer. A request is `Head`, `Body` events, then
-///    `End`. On `NeedMore`, read more bytes (on end of stream,
-///    `handle_eof`).
+/// 1. Read into a buffer and `feed(&mut context, &buf)` until an event
+///    other than `NeedMore`; after each event, handle it, then drop
+///    `consumed` bytes from the front of the buffer. A request is `Head`,
+///    `Body` events, then `End`; or `Request` alone when it has no content.
+///    On `NeedMore`, read more bytes (on end of stream, `handle_eof`).
 /// 2. After `Head`: if [`wants_continue`](Self::wants_continue) and the body
-///    is wanted, `send_continue`. After `End` (or earlier):
+///    is wanted, `send_continue`. After `End` or `Request` (or earlier):
 ///    `send_response`, then the body (`Content-Length` bytes written by the
 ///    driver, or `write_chunk`... `finish_body`).
 /// 3. `feed` again: `Paused` until the response is complete, then the next
@@ -284,21 +457,25 @@ impl Exchange {
 ///
 /// ```
 /// use keel_http::{
-///     FieldLine, HttpDate, ResponseBody, ResponseHead, ServerConnection, ServerEvent, StatusCode,
+///     FieldLine, HttpDate, ResponseBody, ResponseHead, ServerConnection, ServerContext,
+///     ServerEvent, StatusCode,
 /// };
 /// use std::time::UNIX_EPOCH;
 ///
 /// let date = HttpDate::from_system_time(UNIX_EPOCH);
+/// let mut context = ServerContext::default();
 /// let mut conn = ServerConnection::default();
 /// let mut buf = b"POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi\
 ///     GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".to_vec();
 /// let (mut out, mut content) = (Vec::new(), Vec::new());
 /// loop {
-///     let input = conn.feed(&buf)?;
+///     let input = conn.feed(&mut context, &buf)?;
 ///     match &input.event {
-///         ServerEvent::Head => assert_eq!(conn.request(&buf).field("host"), Some(&b"a"[..])),
+///         ServerEvent::Head => {
+///             assert_eq!(context.request(&buf).field("host"), Some(&b"a"[..]))
+///         }
 ///         ServerEvent::Body(range) => content.extend_from_slice(&buf[range.clone()]),
-///         ServerEvent::End => {
+///         ServerEvent::End | ServerEvent::Request => {
 ///             let body = std::mem::take(&mut content);
 ///             let fields = [FieldLine { name: b"Content-Type", value: b"text/plain" }];
 ///             let head = ResponseHead {
@@ -320,16 +497,13 @@ impl Exchange {
 ///     b"HTTP/1.1 200 OK\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\nContent-Type: text/plain\r\n\
 ///       Content-Length: 2\r\n\r\nhi\
 ///       HTTP/1.1 200 OK\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\nContent-Type: text/plain\r\n\
-///       Connection: close\r\nContent-Length: 0\r\n\r\n"
+///       Content-Length: 0\r\nConnection: close\r\n\r\n"
 /// );
 /// assert!(conn.is_closed());
 /// # Ok::<(), keel_http::Error>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct ServerConnection {
-    parser: RequestParser,
-    decoder: ChunkedDecoder,
-    max_body_size: u64,
     reading: Reading,
     writing: Writing,
     exchange: Exchange,
@@ -337,31 +511,43 @@ pub struct ServerConnection {
     close: bool,
     /// The peer closed its side (`handle_eof`).
     peer_closed: bool,
-    /// Bytes of an incomplete head seen by the last `feed`.
-    partial_head: bool,
+    /// Bytes of an incomplete head seen by the last `feed` (see
+    /// [`RequestParser::parse_resumed`]).
+    /// (A head is at most two limits of 1 GiB each: it fits.)
+    head_scanned: u32,
+    /// The decoder of a chunked request body; made for the first one.
+    decoder: Option<Box<ChunkedDecoder>>,
 }
 
 impl Default for ServerConnection {
     fn default() -> Self {
-        Self::new(ServerLimits::default())
+        Self::new()
     }
 }
 
 impl ServerConnection {
-    /// Creates a connection waiting for its first request, with the given
-    /// limits.
+    /// Creates a connection waiting for its first request.
     #[must_use]
-    pub fn new(limits: ServerLimits) -> Self {
+    pub const fn new() -> Self {
         Self {
-            parser: RequestParser::new(limits.head),
-            decoder: ChunkedDecoder::new(limits.chunked),
-            max_body_size: limits.max_body_size,
             reading: Reading::Head,
             writing: Writing::Idle,
             exchange: Exchange::NONE,
             close: false,
             peer_closed: false,
-            partial_head: false,
+            head_scanned: 0,
+            decoder: None,
+        }
+    }
+
+    /// The framing of the request body still being received: `Some` from
+    /// [`ServerEvent::Head`] until the body's [`ServerEvent::End`]
+    /// ([RFC 9112 §6.3](https://www.rfc-editor.org/rfc/rfc9112#section-6.3)).
+    #[must_use]
+    pub fn request_body(&self) -> Option<IncomingBody> {
+        match self.reading {
+            Reading::Body(body) => Some(body),
+            _ => None,
         }
     }
 
@@ -376,14 +562,31 @@ impl ServerConnection {
     #[must_use]
     pub fn wants_continue(&self) -> bool {
         let body_pending = match self.reading {
-            Reading::Body(BodyState::ContentLength { remaining }) => remaining > 0,
-            Reading::Body(BodyState::Chunked) => true,
+            Reading::Body(IncomingBody::ContentLength { remaining }) => remaining > 0,
+            Reading::Body(IncomingBody::Chunked) => true,
             _ => false,
         };
         self.exchange.expects_continue
             && !self.exchange.continue_sent
-            && self.writing == Writing::Idle
+            && !self.exchange.over_limit
+            && matches!(self.writing, Writing::Idle)
             && body_pending
+    }
+
+    /// Lifts the body size limits ([`ServerLimits::max_body_size`] and the
+    /// chunked decoder's) for the request body being received, for a driver
+    /// that hands it, piece by piece, to a consumer that sets its own limit
+    /// (an upload written to a file). Call it after [`ServerEvent::Head`],
+    /// before feeding the body.
+    pub fn lift_body_limit(&mut self, context: &ServerContext) {
+        self.exchange.over_limit = false;
+        if matches!(self.reading, Reading::Body(IncomingBody::Chunked)) {
+            let limits = ChunkedLimits {
+                max_body_size: u64::MAX,
+                ..context.limits.chunked
+            };
+            self.decoder = Some(Box::new(ChunkedDecoder::new(limits)));
+        }
     }
 
     /// Whether the current request asks to switch protocols: HTTP/1.1 with
@@ -418,7 +621,9 @@ impl ServerConnection {
     pub fn error_response_status(&self) -> Option<StatusCode> {
         match self.reading {
             Reading::Failed(Error::IncompleteMessage) => None,
-            Reading::Failed(error) if self.writing == Writing::Idle => Some(error.status_hint()),
+            Reading::Failed(error) if matches!(self.writing, Writing::Idle) => {
+                Some(error.status_hint())
+            }
             _ => None,
         }
     }
@@ -438,21 +643,7 @@ impl ServerConnection {
     /// [`ServerEvent::Upgraded`]).
     #[must_use]
     pub fn is_upgraded(&self) -> bool {
-        self.reading == Reading::Upgraded
-    }
-
-    /// The request head last reported by [`ServerEvent::Head`]
-    /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3)).
-    /// `input` is the buffer passed to the `feed` call that reported it,
-    /// before the caller dropped the consumed bytes.
-    ///
-    /// # Panics
-    ///
-    /// If no head was reported since the last request ended, or `input` is
-    /// shorter than the head.
-    #[must_use]
-    pub fn request<'a>(&'a self, input: &'a [u8]) -> Request<'a> {
-        self.parser.request(input)
+        matches!(self.reading, Reading::Upgraded)
     }
 
     /// Handles `input`, the received bytes not consumed by earlier calls,
@@ -460,12 +651,13 @@ impl ServerConnection {
     /// what to do next)
     /// ([RFC 9112 §2–§7](https://www.rfc-editor.org/rfc/rfc9112#section-2)).
     ///
-    /// Heads are parsed with the connection's [`RequestParser`]: while a head
-    /// is incomplete the result is `NeedMore` with `consumed == 0`, and the
+    /// Heads are parsed with `context`'s [`RequestParser`]: while a head is
+    /// incomplete the result is `NeedMore` with `consumed == 0`, and the
     /// caller appends new bytes to the same buffer. Bodies are framed by
     /// [`Request::body_length`]: `Content-Length` bytes, or chunked (decoded,
     /// so `Body` ranges hold content only; trailer fields are checked and
-    /// dropped).
+    /// dropped). Pass the same `context` for every call on a connection
+    /// (or one with the same limits).
     ///
     /// # Errors
     ///
@@ -474,51 +666,70 @@ impl ServerConnection {
     /// [`Error::BodyTooLarge`] for a `Content-Length` over
     /// [`ServerLimits::max_body_size`]. Errors are sticky; see
     /// [`error_response_status`](Self::error_response_status).
-    pub fn feed(&mut self, input: &[u8]) -> Result<ServerInput, Error> {
-        let result = self.feed_inner(input);
+    #[inline]
+    pub fn feed(
+        &mut self,
+        context: &mut ServerContext,
+        input: &[u8],
+    ) -> Result<ServerInput, Error> {
+        let result = self.feed_inner(context, input);
         if let Err(error) = result {
             self.reading = Reading::Failed(error);
         }
         result
     }
 
-    fn feed_inner(&mut self, input: &[u8]) -> Result<ServerInput, Error> {
-        if self.reading == Reading::Done && self.writing == Writing::Done {
+    #[inline(always)]
+    fn feed_inner(
+        &mut self,
+        context: &mut ServerContext,
+        input: &[u8],
+    ) -> Result<ServerInput, Error> {
+        if matches!(self.reading, Reading::Done) && matches!(self.writing, Writing::Done) {
             self.next_exchange();
         }
         let (consumed, event) = match self.reading {
+            Reading::Head => match context
+                .parser
+                .parse_resumed(input, self.head_scanned as usize)?
+            {
+                Status::Partial => {
+                    // Below both limits, or `parse_resumed` would have failed.
+                    self.head_scanned = u32::try_from(input.len()).unwrap_or(u32::MAX);
+                    (0, ServerEvent::NeedMore)
+                }
+                Status::Complete(head_len) => {
+                    self.head_scanned = 0;
+                    (head_len, self.on_head(context, input)?)
+                }
+            },
             Reading::Failed(error) => return Err(error),
             Reading::Closed => (0, ServerEvent::Closed),
             Reading::Upgraded => (0, ServerEvent::Upgraded),
             Reading::Done => (0, ServerEvent::Paused),
-            Reading::Head => {
-                self.partial_head = false;
-                match self.parser.parse(input)? {
-                    Status::Partial => {
-                        self.partial_head = !input.is_empty();
-                        (0, ServerEvent::NeedMore)
-                    }
-                    Status::Complete(head_len) => {
-                        self.on_head(input)?;
-                        (head_len, ServerEvent::Head)
-                    }
-                }
+            Reading::Body(IncomingBody::ContentLength { .. }) if self.exchange.over_limit => {
+                return Err(Error::BodyTooLarge {
+                    limit: context.limits.max_body_size,
+                })
             }
-            Reading::Body(BodyState::ContentLength { remaining: 0 }) => (0, self.end()),
-            Reading::Body(BodyState::ContentLength { remaining }) => {
+            Reading::Body(IncomingBody::ContentLength { remaining: 0 }) => (0, self.end()),
+            Reading::Body(IncomingBody::ContentLength { remaining }) => {
                 let n = usize::try_from(remaining).map_or(input.len(), |r| r.min(input.len()));
                 if n == 0 {
                     (0, ServerEvent::NeedMore)
                 } else {
                     // n <= remaining, as the minimum of both.
-                    self.reading = Reading::Body(BodyState::ContentLength {
+                    self.reading = Reading::Body(IncomingBody::ContentLength {
                         remaining: remaining - n as u64,
                     });
                     (n, ServerEvent::Body(0..n))
                 }
             }
-            Reading::Body(BodyState::Chunked) => {
-                let decoded = self.decoder.decode(input)?;
+            Reading::Body(IncomingBody::Chunked) => {
+                let decoder = self
+                    .decoder
+                    .get_or_insert_with(|| Box::new(ChunkedDecoder::new(context.limits.chunked)));
+                let decoded = decoder.decode(input)?;
                 let event = match decoded.event {
                     ChunkEvent::Data(range) => ServerEvent::Body(range),
                     ChunkEvent::NeedMore => ServerEvent::NeedMore,
@@ -531,45 +742,48 @@ impl ServerConnection {
     }
 
     /// Records what a complete request head means for the exchange and sets
-    /// up its body framing.
-    fn on_head(&mut self, input: &[u8]) -> Result<(), Error> {
-        let request = self.parser.request(input);
-        let body = match request.body_length() {
-            BodyLength::ContentLength(n) if n > self.max_body_size => {
-                return Err(Error::BodyTooLarge {
-                    limit: self.max_body_size,
-                })
-            }
-            BodyLength::ContentLength(n) => BodyState::ContentLength { remaining: n },
-            BodyLength::Chunked => {
-                self.decoder.reset();
-                BodyState::Chunked
-            }
-            // A request body is never delimited by the close (RFC 9112 §6.3
-            // rule 7); the parser never returns this for a request.
-            BodyLength::UntilClose => BodyState::ContentLength { remaining: 0 },
-        };
+    /// up its body framing; returns [`ServerEvent::Request`] for a request
+    /// without content, else [`ServerEvent::Head`].
+    #[inline(always)]
+    fn on_head(&mut self, context: &ServerContext, input: &[u8]) -> Result<ServerEvent, Error> {
+        let request = context.parser.request(input);
         let version = request.version();
-        let upgrade = version == Version::Http11
-            && request.field("upgrade").is_some()
-            && request.fields().any(|field| {
-                field.name.eq_ignore_ascii_case(b"connection")
-                    && field
-                        .value
-                        .split(|&b| b == b',')
-                        .any(|option| trim_ows(option).eq_ignore_ascii_case(b"upgrade"))
-            });
+        let method = RequestMethod::of(request.method());
+        let keep_alive = request.keep_alive();
         self.exchange = Exchange {
-            method: RequestMethod::of(request.method()),
+            method,
             version,
-            keep_alive: request.keep_alive(),
+            keep_alive,
             expects_continue: request.expects_continue(),
             continue_sent: false,
-            upgrade,
+            upgrade: request.is_upgrade(),
             discard_body: false,
+            over_limit: false,
+            plain: keep_alive && version == Version::Http11 && method == RequestMethod::Other,
+        };
+        let body = match request.body_length() {
+            // A request body is never delimited by the close (RFC 9112 §6.3
+            // rule 7); the parser never returns that for a request.
+            BodyLength::ContentLength(0) | BodyLength::UntilClose => {
+                self.reading = Reading::Done;
+                return Ok(ServerEvent::Request);
+            }
+            BodyLength::ContentLength(n) => {
+                self.exchange.over_limit = n > context.limits.max_body_size;
+                IncomingBody::ContentLength { remaining: n }
+            }
+            BodyLength::Chunked => {
+                match self.decoder.as_mut() {
+                    Some(decoder) => decoder.reset(),
+                    None => {
+                        self.decoder = Some(Box::new(ChunkedDecoder::new(context.limits.chunked)));
+                    }
+                }
+                IncomingBody::Chunked
+            }
         };
         self.reading = Reading::Body(body);
-        Ok(())
+        Ok(ServerEvent::Head)
     }
 
     /// The request body ended. If its response is complete too, the next
@@ -582,6 +796,7 @@ impl ServerConnection {
     /// Both the request and its persistent response are complete: wait for
     /// the next request. Done at the start of `feed`, so that
     /// `write_chunk` and `finish_body` still see a response without a body.
+    #[inline(always)]
     fn next_exchange(&mut self) {
         self.reading = Reading::Head;
         self.writing = Writing::Idle;
@@ -592,6 +807,7 @@ impl ServerConnection {
     /// The final response is complete. If the connection does not persist,
     /// nothing more is read: the rest of an unread request body (after an
     /// early response) and any pipelined request are dropped with it.
+    #[inline(always)]
     fn response_done(&mut self) {
         self.writing = Writing::Done;
         if (self.close || self.peer_closed)
@@ -621,12 +837,12 @@ impl ServerConnection {
             Reading::Failed(error) => Err(error),
             Reading::Upgraded => Ok(ServerEvent::Upgraded),
             Reading::Closed => Ok(ServerEvent::Closed),
-            Reading::Head if !self.partial_head => {
+            Reading::Head if self.head_scanned == 0 => {
                 self.reading = Reading::Closed;
                 Ok(ServerEvent::Closed)
             }
-            Reading::Done | Reading::Body(BodyState::ContentLength { remaining: 0 }) => {
-                if self.writing == Writing::Done {
+            Reading::Done | Reading::Body(IncomingBody::ContentLength { remaining: 0 }) => {
+                if matches!(self.writing, Writing::Done) {
                     self.reading = Reading::Closed;
                     Ok(ServerEvent::Closed)
                 } else {
@@ -653,13 +869,217 @@ impl ServerConnection {
         }
     }
 
+    /// Refuses the current request (or the connection, between requests)
+    /// with an error status the driver chose: a request timeout
+    /// (408), a body its consumer refused, a request too large for the
+    /// driver's buffers (413), a method it does not serve (501). Returns the
+    /// framing of a response without content (`Content-Length: 0`) that
+    /// closes the connection: the driver writes the status line and its own
+    /// fields, then [`ResponseFraming::write_end_of_head`]. Nothing more is
+    /// read: an unread body may or may not still come
+    /// ([RFC 9112 §9.6](https://www.rfc-editor.org/rfc/rfc9112#section-9.6)).
+    /// After a final response was already started, the connection is just
+    /// closed: check [`can_respond`](Self::can_respond) first.
+    pub fn fail(&mut self) -> ResponseFraming {
+        self.reading = Reading::Closed;
+        self.writing = Writing::Done;
+        self.close = true;
+        ResponseFraming {
+            length: LengthField::ContentLength(0),
+            connection: ConnectionField::Close,
+            send_body: false,
+            close: true,
+        }
+    }
+
+    /// Whether a final response can be sent now: a request (or a failed
+    /// one, see [`error_response_status`](Self::error_response_status)) is
+    /// being answered and no final response was started for it, or an
+    /// incomplete head can be refused with [`fail`](Self::fail).
+    #[must_use]
+    pub fn can_respond(&self) -> bool {
+        matches!(self.writing, Writing::Idle)
+            && !matches!(self.reading, Reading::Closed | Reading::Upgraded)
+    }
+
+    /// Decides the framing and persistence of the final response with
+    /// `status` and `body` to the current request, and moves the exchange
+    /// on as [`send_response`](Self::send_response) does (which calls it);
+    /// for a driver that writes the status line and its own field lines
+    /// (`Server`, `Date`, cached bytes) itself, then
+    /// [`ResponseFraming::write_end_of_head`]. `close` asks for the
+    /// connection to close after this response: a `Connection: close` is
+    /// added unless the response would close it anyway with that field.
+    ///
+    /// The rules ([RFC 9112 §6](https://www.rfc-editor.org/rfc/rfc9112#section-6),
+    /// [§9](https://www.rfc-editor.org/rfc/rfc9112#section-9)):
+    ///
+    /// - `Content-Length` is sent except in 1xx, 204 and 304 responses and
+    ///   2xx responses to CONNECT
+    ///   ([RFC 9110 §8.6](https://www.rfc-editor.org/rfc/rfc9110#section-8.6);
+    ///   a 304's would have to equal the selected representation's length,
+    ///   which the body given here may not be, so none is sent, as nginx
+    ///   and Go do); `Transfer-Encoding: chunked` only to HTTP/1.1
+    ///   requests, and not in those responses
+    ///   ([RFC 9112 §6.1](https://www.rfc-editor.org/rfc/rfc9112#section-6.1)).
+    ///   A `Chunked` body to an HTTP/1.0 request is delimited by closing the
+    ///   connection.
+    /// - The connection closes after the response, with `Connection: close`,
+    ///   if `close`, if the request asked for it (or is HTTP/1.0 without
+    ///   `keep-alive`), the request failed (error response), the request
+    ///   body was not completely received (an early response, or a final
+    ///   response instead of a 100 Continue), the client closed its side,
+    ///   or the body is delimited by the close. An HTTP/1.0 request that
+    ///   persists gets `Connection: keep-alive`.
+    /// - A 101 to an upgrade request, or a 2xx to CONNECT, ends HTTP/1.1 on
+    ///   the connection ([`ServerEvent::Upgraded`]): no framing or
+    ///   `Connection` field is added (put the `Upgrade` and
+    ///   `Connection: upgrade` fields of a 101 in your own).
+    ///
+    /// # Panics
+    ///
+    /// If no final response can be sent ([`can_respond`](Self::can_respond)
+    /// is `false`, or there is no request: after an error, when
+    /// [`error_response_status`](Self::error_response_status) is `None`);
+    /// for a 1xx status other than 101 (interim responses go through
+    /// `send_response`); for a 101 to a request that is not an
+    /// [upgrade request](Self::is_upgrade_request); for a 101, or a 2xx to
+    /// CONNECT, before the request body was completely received.
+    #[inline]
+    pub fn start_response(
+        &mut self,
+        status: StatusCode,
+        body: ResponseBody,
+        close: bool,
+    ) -> ResponseFraming {
+        self.frame(status, body, close, false, false)
+    }
+
+    /// [`start_response`](Self::start_response); `caller_close` says the
+    /// caller's own fields hold a `close` option (no `Connection: close` is
+    /// added), `caller_connection` that they hold a `Connection` field at
+    /// all (no `Connection: keep-alive` is added).
+    #[inline(always)]
+    fn frame(
+        &mut self,
+        status: StatusCode,
+        body: ResponseBody,
+        close: bool,
+        caller_close: bool,
+        caller_connection: bool,
+    ) -> ResponseFraming {
+        // The usual response: to a complete HTTP/1.1 request that lets the
+        // connection persist, a 2xx (but 204) or 4xx/5xx with a length, nothing
+        // asked to close.
+        if let (Reading::Done, Writing::Idle, ResponseBody::ContentLength(n), false) =
+            (self.reading, self.writing, body, close)
+        {
+            let code = status.as_u16();
+            if self.exchange.plain && !self.peer_closed && code >= 200 && code != 204 && code != 304
+            {
+                self.writing = Writing::Done;
+                return ResponseFraming {
+                    length: LengthField::ContentLength(n),
+                    connection: ConnectionField::None,
+                    send_body: true,
+                    close: false,
+                };
+            }
+        }
+        let failed = match self.reading {
+            Reading::Body(_) | Reading::Done => false,
+            Reading::Failed(_) if self.error_response_status().is_some() => true,
+            reading => panic!("ServerConnection: a response without a request ({reading:?})"),
+        };
+        assert!(
+            matches!(self.writing, Writing::Idle),
+            "ServerConnection: a response after the final response ({:?})",
+            self.writing
+        );
+        let code = status.as_u16();
+        assert!(
+            !(100..200).contains(&code) || code == 101,
+            "ServerConnection::start_response with an interim status {code}"
+        );
+        let exchange = self.exchange;
+        let body_complete = matches!(
+            self.reading,
+            Reading::Done | Reading::Body(IncomingBody::ContentLength { remaining: 0 })
+        );
+
+        // A switch to another protocol or a tunnel (RFC 9110 §15.2.2, §9.3.6).
+        let connect = exchange.method == RequestMethod::Connect;
+        let tunnel = connect && (200..300).contains(&code);
+        if code == 101 {
+            assert!(
+                !failed && exchange.upgrade,
+                "ServerConnection: 101 to a request without Upgrade"
+            );
+        }
+        if !failed && (code == 101 || tunnel) {
+            assert!(
+                body_complete,
+                "ServerConnection: switching protocols before the request body was read"
+            );
+            self.writing = Writing::Done;
+            self.reading = Reading::Upgraded;
+            return ResponseFraming {
+                length: LengthField::None,
+                connection: ConnectionField::None,
+                send_body: false,
+                close: false,
+            };
+        }
+
+        let bodiless_status = code == 204 || code == 304;
+        let send_body = exchange.method != RequestMethod::Head && !bodiless_status;
+        let raw = body == ResponseBody::Chunked && send_body && exchange.version == Version::Http10;
+        // An unread request body (an early response, or a final response
+        // instead of a 100 Continue) may or may not still come: close.
+        self.close =
+            failed || !exchange.keep_alive || close || self.peer_closed || raw || !body_complete;
+        let connection = if self.close && !caller_close {
+            ConnectionField::Close
+        } else if !self.close && exchange.version == Version::Http10 && !caller_connection {
+            ConnectionField::KeepAlive
+        } else {
+            ConnectionField::None
+        };
+        let length = match body {
+            _ if bodiless_status => LengthField::None,
+            ResponseBody::ContentLength(n) => LengthField::ContentLength(n),
+            ResponseBody::Chunked if exchange.version == Version::Http11 => LengthField::Chunked,
+            ResponseBody::Chunked => LengthField::None,
+        };
+        match body {
+            ResponseBody::Chunked if send_body => {
+                self.writing = Writing::Body(if raw {
+                    Streaming::Raw
+                } else {
+                    Streaming::Chunked { after_data: false }
+                });
+            }
+            ResponseBody::Chunked | ResponseBody::ContentLength(_) => {
+                self.exchange.discard_body = !send_body;
+                self.response_done();
+            }
+        }
+        ResponseFraming {
+            length,
+            connection,
+            send_body,
+            close: self.close,
+        }
+    }
+
     /// Appends a response head to `out` for the current request
     /// ([RFC 9112 §4](https://www.rfc-editor.org/rfc/rfc9112#section-4),
     /// [§6](https://www.rfc-editor.org/rfc/rfc9112#section-6),
     /// [§9.6](https://www.rfc-editor.org/rfc/rfc9112#section-9.6)): the
-    /// status-line, `Date: date` (final responses only), `head.fields`, a
-    /// `Connection` field where needed, the framing field, and the final
-    /// CRLF.
+    /// status-line, `Date: date` (final responses only), `head.fields`, the
+    /// framing field and a `Connection` field where needed (as decided by
+    /// [`start_response`](Self::start_response), with a `close` option in
+    /// `head.fields` as its `close`), and the final CRLF.
     ///
     /// Returns whether body bytes follow: `false` for a response to HEAD, a
     /// 1xx, 204 or 304 response and a 2xx response to CONNECT, which have no
@@ -672,41 +1092,15 @@ impl ServerConnection {
     /// [`write_chunk`](Self::write_chunk) and
     /// [`finish_body`](Self::finish_body).
     ///
-    /// Framing and persistence, decided here:
-    ///
-    /// - `Content-Length` is sent except in 1xx and 204 responses and 2xx
-    ///   responses to CONNECT, where it is forbidden
-    ///   ([RFC 9110 §8.6](https://www.rfc-editor.org/rfc/rfc9110#section-8.6));
-    ///   `Transfer-Encoding: chunked` only to HTTP/1.1 requests, and not in
-    ///   those responses or a 304
-    ///   ([RFC 9112 §6.1](https://www.rfc-editor.org/rfc/rfc9112#section-6.1)).
-    ///   A `Chunked` body to an HTTP/1.0 request is delimited by closing the
-    ///   connection.
-    /// - The connection closes after the response, with `Connection: close`
-    ///   added unless `head.fields` has that option, if the request asked for
-    ///   it (or is HTTP/1.0 without `keep-alive`), `head.fields` has a
-    ///   `close` option, the request failed (error response), the request
-    ///   body was not completely received (an early response, or a final
-    ///   response instead of a 100 Continue), the client closed its side,
-    ///   or the body is delimited by the close. An HTTP/1.0 request that
-    ///   persists gets `Connection: keep-alive` unless `head.fields` has a
-    ///   `Connection` field.
-    /// - A 1xx status other than 101 is an interim response: it is written
-    ///   (not to an HTTP/1.0 request, which must not receive one,
-    ///   [RFC 9110 §15.2](https://www.rfc-editor.org/rfc/rfc9110#section-15.2)),
-    ///   and the final response follows.
-    /// - A 101 to an upgrade request, or a 2xx to CONNECT, ends HTTP/1.1 on
-    ///   the connection ([`ServerEvent::Upgraded`]); put the `Upgrade` and
-    ///   `Connection: upgrade` fields of a 101 in `head.fields`.
+    /// A 1xx status other than 101 is an interim response: it is written
+    /// (not to an HTTP/1.0 request, which must not receive one,
+    /// [RFC 9110 §15.2](https://www.rfc-editor.org/rfc/rfc9110#section-15.2)),
+    /// and the final response follows.
     ///
     /// # Panics
     ///
-    /// If there is no request to answer (no head reported, or its final
-    /// response already sent, or the connection is closed or upgraded; after
-    /// an error, when [`error_response_status`](Self::error_response_status)
-    /// is `None`); for a 101 to a request that is not an
-    /// [upgrade request](Self::is_upgrade_request); for a 101, or a 2xx to
-    /// CONNECT, before the request body was completely received; or if a
+    /// As [`start_response`](Self::start_response) for a final response;
+    /// for an interim one, if there is no request to answer. Also if a
     /// field name is not a token, a field value has a control byte or
     /// leading or trailing whitespace ([`is_valid_field_value`]), or a field
     /// line is `Date`, `Content-Length` or `Transfer-Encoding`.
@@ -716,16 +1110,6 @@ impl ServerConnection {
         date: &HttpDate,
         out: &mut Vec<u8>,
     ) -> bool {
-        let failed = match self.reading {
-            Reading::Body(_) | Reading::Done => false,
-            Reading::Failed(_) if self.error_response_status().is_some() => true,
-            reading => panic!("ServerConnection::send_response without a request ({reading:?})"),
-        };
-        assert!(
-            self.writing == Writing::Idle,
-            "ServerConnection::send_response after the final response ({:?})",
-            self.writing
-        );
         let mut caller_close = false;
         let mut caller_connection = false;
         for field in head.fields {
@@ -751,15 +1135,15 @@ impl ServerConnection {
             }
         }
         let code = head.status.as_u16();
-        let exchange = self.exchange;
-        let body_complete = matches!(
-            self.reading,
-            Reading::Done | Reading::Body(BodyState::ContentLength { remaining: 0 })
-        );
 
         // Interim responses (RFC 9110 §15.2).
         if (100..200).contains(&code) && code != 101 {
-            if exchange.version == Version::Http11 {
+            assert!(
+                matches!(self.reading, Reading::Body(_) | Reading::Done)
+                    && matches!(self.writing, Writing::Idle),
+                "ServerConnection::send_response: an interim response without a request"
+            );
+            if self.exchange.version == Version::Http11 {
                 write_status_line(out, Version::Http11, head.status);
                 write_fields(out, head.fields);
                 out.extend_from_slice(b"\r\n");
@@ -770,75 +1154,18 @@ impl ServerConnection {
             return false;
         }
 
-        // A switch to another protocol or a tunnel (RFC 9110 §15.2.2, §9.3.6).
-        let connect = exchange.method == RequestMethod::Connect;
-        let tunnel = connect && (200..300).contains(&code);
-        if code == 101 {
-            assert!(
-                !failed && exchange.upgrade,
-                "ServerConnection::send_response: 101 to a request without Upgrade"
-            );
-        }
-        if !failed && (code == 101 || tunnel) {
-            assert!(
-                body_complete,
-                "ServerConnection::send_response: switching protocols before the request \
-                 body was read"
-            );
-            write_status_line(out, Version::Http11, head.status);
-            write_field(out, b"Date", date.as_bytes());
-            write_fields(out, head.fields);
-            out.extend_from_slice(b"\r\n");
-            self.writing = Writing::Done;
-            self.reading = Reading::Upgraded;
-            return false;
-        }
-
-        let has_body = exchange.method != RequestMethod::Head && code != 204 && code != 304;
-        let raw =
-            head.body == ResponseBody::Chunked && has_body && exchange.version == Version::Http10;
-        // An unread request body (an early response, or a final response
-        // instead of a 100 Continue) may or may not still come: close.
-        self.close = failed
-            || !exchange.keep_alive
-            || caller_close
-            || self.peer_closed
-            || raw
-            || !body_complete;
-
+        let framing = self.frame(
+            head.status,
+            head.body,
+            caller_close,
+            caller_close,
+            caller_connection,
+        );
         write_status_line(out, Version::Http11, head.status);
         write_field(out, b"Date", date.as_bytes());
         write_fields(out, head.fields);
-        if self.close && !caller_close {
-            write_field(out, b"Connection", b"close");
-        } else if !self.close && exchange.version == Version::Http10 && !caller_connection {
-            write_field(out, b"Connection", b"keep-alive");
-        }
-        match head.body {
-            ResponseBody::ContentLength(n) if code != 204 => write_content_length(out, n),
-            ResponseBody::Chunked
-                if exchange.version == Version::Http11 && code != 204 && code != 304 =>
-            {
-                write_field(out, b"Transfer-Encoding", b"chunked");
-            }
-            ResponseBody::ContentLength(_) | ResponseBody::Chunked => {}
-        }
-        out.extend_from_slice(b"\r\n");
-
-        match head.body {
-            ResponseBody::Chunked if has_body => {
-                self.writing = Writing::Body(if raw {
-                    Streaming::Raw
-                } else {
-                    Streaming::Chunked { after_data: false }
-                });
-            }
-            ResponseBody::Chunked | ResponseBody::ContentLength(_) => {
-                self.exchange.discard_body = !has_body;
-                self.response_done();
-            }
-        }
-        has_body
+        framing.write_end_of_head(out);
+        framing.send_body
     }
 
     /// Appends the framing before `len` bytes of chunk-data of a
@@ -848,8 +1175,8 @@ impl ServerConnection {
     /// The driver sends the `len` data bytes itself, after `out`. `len == 0`
     /// writes nothing (a zero chunk-size is the last-chunk, see
     /// [`finish_body`](Self::finish_body)); so does a body that is not sent
-    /// (`send_response` returned `false`) or that is delimited by the close
-    /// (HTTP/1.0), whose data goes out as is.
+    /// ([`ResponseFraming::send_body`] `false`) or that is delimited by the
+    /// close (HTTP/1.0), whose data goes out as is.
     ///
     /// # Panics
     ///
@@ -1009,6 +1336,7 @@ mod tests {
     /// never consumed (fed or not).
     fn drive(wire: &[u8], pieces: &[usize]) -> (Vec<Ev>, Vec<u8>, Vec<u8>) {
         let mut conn = ServerConnection::default();
+        let mut ctx = ServerContext::default();
         let mut events = Vec::new();
         let mut out = Vec::new();
         let mut buf: Vec<u8> = Vec::new();
@@ -1017,7 +1345,7 @@ mod tests {
         let mut target = String::new();
         let mut content = Vec::new();
         for _ in 0..10 * wire.len() + 100 {
-            let input = match conn.feed(&buf) {
+            let input = match conn.feed(&mut ctx, &buf) {
                 Ok(input) => input,
                 Err(e) => {
                     events.push(Ev::Error(e));
@@ -1037,10 +1365,17 @@ mod tests {
             assert!(input.consumed <= buf.len());
             match &input.event {
                 ServerEvent::Head => {
-                    let request = conn.request(&buf);
+                    let request = ctx.request(&buf);
                     target = String::from_utf8_lossy(request.target()).into_owned();
                     events.push(Ev::Head(show_head(&request)));
                     conn.send_continue(&mut out);
+                }
+                ServerEvent::Request => {
+                    let request = ctx.request(&buf);
+                    target = String::from_utf8_lossy(request.target()).into_owned();
+                    events.push(Ev::Head(show_head(&request)));
+                    events.push(Ev::End);
+                    respond(&mut conn, &target, &content, &mut out);
                 }
                 ServerEvent::Body(range) => {
                     assert!(!range.is_empty() && range.end <= input.consumed);
@@ -1092,7 +1427,7 @@ mod tests {
     /// The response [`respond`] writes for a `Content-Length` answer.
     fn ok(text: &str, extra: &str) -> String {
         format!(
-            "HTTP/1.1 200 OK\r\n{DATE}Content-Type: text/plain\r\n{extra}Content-Length: {}\r\n\r\n{text}",
+            "HTTP/1.1 200 OK\r\n{DATE}Content-Type: text/plain\r\nContent-Length: {}\r\n{extra}\r\n{text}",
             text.len()
         )
     }
@@ -1135,12 +1470,13 @@ mod tests {
     fn the_next_request_waits_until_the_response_is_complete() {
         let wire = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n";
         let mut conn = ServerConnection::default();
-        let input = conn.feed(wire).unwrap();
-        assert_eq!(input.event, ServerEvent::Head);
+        let mut ctx = ServerContext::default();
+        let input = conn.feed(&mut ctx, wire).unwrap();
+        // A request without content is one event.
+        assert_eq!(input.event, ServerEvent::Request);
         let rest = &wire[input.consumed..];
-        assert_eq!(conn.feed(rest).unwrap().event, ServerEvent::End);
         for _ in 0..3 {
-            let input = conn.feed(rest).unwrap();
+            let input = conn.feed(&mut ctx, rest).unwrap();
             assert_eq!((input.consumed, input.event), (0, ServerEvent::Paused));
         }
         let mut out = Vec::new();
@@ -1150,7 +1486,10 @@ mod tests {
             body: ResponseBody::Chunked,
         };
         assert!(conn.send_response(&head, &date(), &mut out));
-        assert_eq!(conn.feed(rest).unwrap().event, ServerEvent::Paused);
+        assert_eq!(
+            conn.feed(&mut ctx, rest).unwrap().event,
+            ServerEvent::Paused
+        );
         conn.write_chunk(b"hi", &mut out);
         conn.finish_body(&mut out);
         assert_eq!(
@@ -1159,27 +1498,31 @@ mod tests {
                 "HTTP/1.1 200 OK\r\n{DATE}Transfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
             )
         );
-        let input = conn.feed(rest).unwrap();
+        let input = conn.feed(&mut ctx, rest).unwrap();
         assert_eq!(
             (input.consumed, input.event),
-            (rest.len(), ServerEvent::Head)
+            (rest.len(), ServerEvent::Request)
         );
-        assert_eq!(conn.request(rest).target(), b"/b");
+        assert_eq!(ctx.request(rest).target(), b"/b");
     }
 
     #[test]
     fn a_partial_head_needs_more_and_consumes_nothing() {
         let wire = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
         let mut conn = ServerConnection::default();
+        let mut ctx = ServerContext::default();
         for end in 0..wire.len() {
-            let input = conn.feed(&wire[..end]).unwrap();
+            let input = conn.feed(&mut ctx, &wire[..end]).unwrap();
             assert_eq!(
                 (input.consumed, input.event),
                 (0, ServerEvent::NeedMore),
                 "{end}"
             );
         }
-        assert_eq!(conn.feed(wire).unwrap().event, ServerEvent::Head);
+        assert_eq!(
+            conn.feed(&mut ctx, wire).unwrap().event,
+            ServerEvent::Request
+        );
     }
 
     // ---- persistence, RFC 9112 §9.3 ----------------------------------------
@@ -1229,8 +1572,9 @@ mod tests {
     #[test]
     fn connection_close_in_the_response_closes() {
         let mut conn = ServerConnection::default();
+        let mut ctx = ServerContext::default();
         let wire = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
-        conn.feed(wire).unwrap();
+        conn.feed(&mut ctx, wire).unwrap();
         assert!(conn.keep_alive());
         let fields = [FieldLine {
             name: b"Connection",
@@ -1250,14 +1594,15 @@ mod tests {
         );
         assert!(!conn.keep_alive());
         assert!(conn.is_closed());
-        assert_eq!(conn.feed(b"").unwrap().event, ServerEvent::Closed);
+        assert_eq!(conn.feed(&mut ctx, b"").unwrap().event, ServerEvent::Closed);
     }
 
     #[test]
     fn chunked_response_to_http_1_0_is_delimited_by_the_close() {
         let mut conn = ServerConnection::default();
+        let mut ctx = ServerContext::default();
         let wire = b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
-        conn.feed(wire).unwrap();
+        conn.feed(&mut ctx, wire).unwrap();
         let head = ResponseHead {
             status: StatusCode::OK,
             fields: &[],
@@ -1317,7 +1662,7 @@ mod tests {
             assert_eq!(
                 text(&out),
                 format!(
-                    "HTTP/1.1 {status} {}\r\n{DATE}Connection: close\r\nContent-Length: 0\r\n\r\n",
+                    "HTTP/1.1 {status} {}\r\n{DATE}Content-Length: 0\r\nConnection: close\r\n\r\n",
                     StatusCode::new(status).unwrap().reason_phrase()
                 ),
                 "{error:?}"
@@ -1328,12 +1673,13 @@ mod tests {
     #[test]
     fn errors_are_sticky() {
         let mut conn = ServerConnection::default();
+        let mut ctx = ServerContext::default();
         assert_eq!(
-            conn.feed(b"GET / HTTP/1.1\r\n\r\n"),
+            conn.feed(&mut ctx, b"GET / HTTP/1.1\r\n\r\n"),
             Err(Error::MissingHost)
         );
         assert_eq!(
-            conn.feed(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"),
+            conn.feed(&mut ctx, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"),
             Err(Error::MissingHost)
         );
         assert_eq!(conn.handle_eof(), Err(Error::MissingHost));
@@ -1346,23 +1692,36 @@ mod tests {
         };
         conn.send_response(&head, &date(), &mut Vec::new());
         assert_eq!(conn.error_response_status(), None);
-        assert_eq!(conn.feed(b""), Err(Error::MissingHost));
+        assert_eq!(conn.feed(&mut ctx, b""), Err(Error::MissingHost));
     }
 
     #[test]
     fn content_length_over_the_limit_is_413_before_the_body() {
-        let mut conn = ServerConnection::new(ServerLimits {
+        let mut conn = ServerConnection::new();
+        let mut ctx = ServerContext::new(ServerLimits {
             max_body_size: 10,
             ..ServerLimits::default()
         });
         let ok = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n";
-        assert_eq!(conn.feed(ok).unwrap().event, ServerEvent::Head);
-        let mut conn = ServerConnection::new(ServerLimits {
+        assert_eq!(conn.feed(&mut ctx, ok).unwrap().event, ServerEvent::Head);
+        assert_eq!(
+            conn.feed(&mut ctx, b"").unwrap().event,
+            ServerEvent::NeedMore
+        );
+        let mut conn = ServerConnection::new();
+        let mut ctx = ServerContext::new(ServerLimits {
             max_body_size: 10,
             ..ServerLimits::default()
         });
-        let big = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\n";
-        assert_eq!(conn.feed(big), Err(Error::BodyTooLarge { limit: 10 }));
+        let big =
+            b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n";
+        let input = conn.feed(&mut ctx, big).unwrap();
+        assert_eq!(input.event, ServerEvent::Head);
+        assert!(!conn.wants_continue());
+        assert_eq!(
+            conn.feed(&mut ctx, b"x"),
+            Err(Error::BodyTooLarge { limit: 10 })
+        );
         assert_eq!(
             conn.error_response_status(),
             Some(StatusCode::CONTENT_TOO_LARGE)
@@ -1370,10 +1729,52 @@ mod tests {
     }
 
     #[test]
+    fn a_lifted_limit_lets_a_large_body_through() {
+        let limits = ServerLimits {
+            max_body_size: 4,
+            chunked: ChunkedLimits {
+                max_body_size: 4,
+                ..ChunkedLimits::default()
+            },
+            ..ServerLimits::default()
+        };
+        for wire in [
+            &b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\n0123456789"[..],
+            b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n\
+              a\r\n0123456789\r\n0\r\n\r\n",
+        ] {
+            let mut ctx = ServerContext::new(limits);
+            let mut conn = ServerConnection::new();
+            let input = conn.feed(&mut ctx, wire).unwrap();
+            assert_eq!(input.event, ServerEvent::Head);
+            let mut rest = &wire[input.consumed..];
+            assert_eq!(
+                conn.feed(&mut ctx.clone(), rest).map(|i| i.event).ok(),
+                None
+            );
+            let mut conn = ServerConnection::new();
+            conn.feed(&mut ctx, wire).unwrap();
+            conn.lift_body_limit(&ctx);
+            let mut content = Vec::new();
+            loop {
+                let input = conn.feed(&mut ctx, rest).unwrap();
+                match input.event {
+                    ServerEvent::Body(r) => content.extend_from_slice(&rest[r]),
+                    ServerEvent::End => break,
+                    other => panic!("{other:?}"),
+                }
+                rest = &rest[input.consumed..];
+            }
+            assert_eq!(content, b"0123456789");
+        }
+    }
+
+    #[test]
     fn an_error_after_an_early_response_just_closes() {
         let mut conn = ServerConnection::default();
+        let mut ctx = ServerContext::default();
         let wire = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
-        conn.feed(wire).unwrap();
+        conn.feed(&mut ctx, wire).unwrap();
         let head = ResponseHead {
             status: StatusCode::OK,
             fields: &[],
@@ -1381,7 +1782,7 @@ mod tests {
         };
         let mut out = Vec::new();
         conn.send_response(&head, &date(), &mut out);
-        assert_eq!(conn.feed(b"x\r\n"), Err(Error::InvalidChunkSize));
+        assert_eq!(conn.feed(&mut ctx, b"x\r\n"), Err(Error::InvalidChunkSize));
         assert_eq!(conn.error_response_status(), None);
         assert!(conn.is_closed());
     }
@@ -1393,10 +1794,14 @@ mod tests {
         let wire =
             b"PUT /f HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n";
         let mut conn = ServerConnection::default();
-        let input = conn.feed(wire).unwrap();
+        let mut ctx = ServerContext::default();
+        let input = conn.feed(&mut ctx, wire).unwrap();
         assert_eq!(input.event, ServerEvent::Head);
         assert!(conn.wants_continue());
-        assert_eq!(conn.feed(b"").unwrap().event, ServerEvent::NeedMore);
+        assert_eq!(
+            conn.feed(&mut ctx, b"").unwrap().event,
+            ServerEvent::NeedMore
+        );
         let mut out = Vec::new();
         conn.send_continue(&mut out);
         assert_eq!(out, b"HTTP/1.1 100 Continue\r\n\r\n");
@@ -1404,8 +1809,11 @@ mod tests {
         // Only once.
         conn.send_continue(&mut out);
         assert_eq!(out.len(), 25);
-        assert_eq!(conn.feed(b"abc").unwrap().event, ServerEvent::Body(0..3));
-        assert_eq!(conn.feed(b"").unwrap().event, ServerEvent::End);
+        assert_eq!(
+            conn.feed(&mut ctx, b"abc").unwrap().event,
+            ServerEvent::Body(0..3)
+        );
+        assert_eq!(conn.feed(&mut ctx, b"").unwrap().event, ServerEvent::End);
         out.clear();
         let head = ResponseHead {
             status: StatusCode::NO_CONTENT,
@@ -1415,7 +1823,10 @@ mod tests {
         assert!(!conn.send_response(&head, &date(), &mut out));
         assert_eq!(text(&out), format!("HTTP/1.1 204 No Content\r\n{DATE}\r\n"));
         assert!(conn.keep_alive());
-        assert_eq!(conn.feed(b"").unwrap().event, ServerEvent::NeedMore);
+        assert_eq!(
+            conn.feed(&mut ctx, b"").unwrap().event,
+            ServerEvent::NeedMore
+        );
     }
 
     #[test]
@@ -1423,7 +1834,8 @@ mod tests {
         let wire =
             b"PUT /f HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n";
         let mut conn = ServerConnection::default();
-        conn.feed(wire).unwrap();
+        let mut ctx = ServerContext::default();
+        conn.feed(&mut ctx, wire).unwrap();
         assert!(conn.wants_continue());
         let head = ResponseHead {
             status: StatusCode::EXPECTATION_FAILED,
@@ -1435,12 +1847,15 @@ mod tests {
         assert_eq!(
             text(&out),
             format!(
-                "HTTP/1.1 417 Expectation Failed\r\n{DATE}Connection: close\r\nContent-Length: 0\r\n\r\n"
+                "HTTP/1.1 417 Expectation Failed\r\n{DATE}Content-Length: 0\r\nConnection: close\r\n\r\n"
             )
         );
         assert!(!conn.wants_continue());
         assert!(conn.is_closed());
-        assert_eq!(conn.feed(b"abc").unwrap().event, ServerEvent::Closed);
+        assert_eq!(
+            conn.feed(&mut ctx, b"abc").unwrap().event,
+            ServerEvent::Closed
+        );
     }
 
     #[test]
@@ -1450,7 +1865,8 @@ mod tests {
             b"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
         ] {
             let mut conn = ServerConnection::default();
-            conn.feed(wire).unwrap();
+            let mut ctx = ServerContext::default();
+            conn.feed(&mut ctx, wire).unwrap();
             assert!(!conn.wants_continue(), "{wire:?}");
             let mut out = Vec::new();
             conn.send_continue(&mut out);
@@ -1465,17 +1881,11 @@ mod tests {
         let wire = b"GET /chat HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\
             Connection: keep-alive, Upgrade\r\n\r\n\x81\x05hello";
         let mut conn = ServerConnection::default();
-        let input = conn.feed(wire).unwrap();
-        assert_eq!(input.event, ServerEvent::Head);
+        let mut ctx = ServerContext::default();
+        let input = conn.feed(&mut ctx, wire).unwrap();
+        assert_eq!(input.event, ServerEvent::Request);
         assert!(conn.is_upgrade_request());
         let rest = &wire[input.consumed..];
-        assert_eq!(
-            conn.feed(rest).unwrap(),
-            ServerInput {
-                consumed: 0,
-                event: ServerEvent::End
-            }
-        );
         let fields = [
             FieldLine {
                 name: b"Upgrade",
@@ -1500,7 +1910,7 @@ mod tests {
             )
         );
         assert!(conn.is_upgraded());
-        let input = conn.feed(rest).unwrap();
+        let input = conn.feed(&mut ctx, rest).unwrap();
         assert_eq!((input.consumed, input.event), (0, ServerEvent::Upgraded));
         assert_eq!(rest, b"\x81\x05hello");
         assert_eq!(conn.handle_eof(), Ok(ServerEvent::Upgraded));
@@ -1514,7 +1924,8 @@ mod tests {
             b"GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\n\r\n",
         ] {
             let mut conn = ServerConnection::default();
-            conn.feed(wire).unwrap();
+            let mut ctx = ServerContext::default();
+            conn.feed(&mut ctx, wire).unwrap();
             assert!(!conn.is_upgrade_request(), "{wire:?}");
         }
     }
@@ -1540,9 +1951,10 @@ mod tests {
     fn connect_2xx_makes_a_tunnel_without_framing_fields() {
         let wire = b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n\x16\x03\x01";
         let mut conn = ServerConnection::default();
-        let input = conn.feed(wire).unwrap();
+        let mut ctx = ServerContext::default();
+        let input = conn.feed(&mut ctx, wire).unwrap();
+        assert_eq!(input.event, ServerEvent::Request);
         let rest = &wire[input.consumed..];
-        assert_eq!(conn.feed(rest).unwrap().event, ServerEvent::End);
         let head = ResponseHead {
             status: StatusCode::OK,
             fields: &[],
@@ -1551,12 +1963,16 @@ mod tests {
         let mut out = Vec::new();
         assert!(!conn.send_response(&head, &date(), &mut out));
         assert_eq!(text(&out), format!("HTTP/1.1 200 OK\r\n{DATE}\r\n"));
-        assert_eq!(conn.feed(rest).unwrap().event, ServerEvent::Upgraded);
+        assert_eq!(
+            conn.feed(&mut ctx, rest).unwrap().event,
+            ServerEvent::Upgraded
+        );
 
         // A refused CONNECT stays HTTP and has a body.
         let mut conn = ServerConnection::default();
-        let input = conn.feed(wire).unwrap();
-        conn.feed(&wire[input.consumed..]).unwrap();
+        let mut ctx = ServerContext::default();
+        let input = conn.feed(&mut ctx, wire).unwrap();
+        conn.feed(&mut ctx, &wire[input.consumed..]).unwrap();
         let head = ResponseHead {
             status: StatusCode::PROXY_AUTHENTICATION_REQUIRED,
             fields: &[],
@@ -1587,19 +2003,18 @@ mod tests {
             ),
             (b"GET", 204, ResponseBody::ContentLength(5), ""),
             (b"GET", 204, ResponseBody::Chunked, ""),
-            (
-                b"GET",
-                304,
-                ResponseBody::ContentLength(42),
-                "Content-Length: 42\r\n",
-            ),
+            // A 304's Content-Length would have to be the selected
+            // representation's; the body given here may not be it (RFC 9110
+            // §8.6), so none is sent, as nginx and Go do.
+            (b"GET", 304, ResponseBody::ContentLength(42), ""),
             (b"GET", 304, ResponseBody::Chunked, ""),
         ];
         for &(method, code, body, framing) in cases {
             let mut wire = method.to_vec();
             wire.extend_from_slice(b" / HTTP/1.1\r\nHost: h\r\n\r\n");
             let mut conn = ServerConnection::default();
-            conn.feed(&wire).unwrap();
+            let mut ctx = ServerContext::default();
+            conn.feed(&mut ctx, &wire).unwrap();
             let status = StatusCode::new(code).unwrap();
             let head = ResponseHead {
                 status,
@@ -1622,15 +2037,19 @@ mod tests {
                 ),
                 "{method:?} {code} {body:?}"
             );
-            assert_eq!(conn.feed(b"").unwrap().event, ServerEvent::End);
-            assert_eq!(conn.feed(b"").unwrap().event, ServerEvent::NeedMore);
+            assert_eq!(
+                conn.feed(&mut ctx, b"").unwrap().event,
+                ServerEvent::NeedMore
+            );
         }
     }
 
     #[test]
     fn interim_responses_precede_the_final_one() {
         let mut conn = ServerConnection::default();
-        conn.feed(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        let mut ctx = ServerContext::default();
+        conn.feed(&mut ctx, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+            .unwrap();
         let link = [FieldLine {
             name: b"Link",
             value: b"</a.css>; rel=preload",
@@ -1655,7 +2074,8 @@ mod tests {
 
         // Never to an HTTP/1.0 client.
         let mut conn = ServerConnection::default();
-        conn.feed(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut ctx = ServerContext::default();
+        conn.feed(&mut ctx, b"GET / HTTP/1.0\r\n\r\n").unwrap();
         let mut out = Vec::new();
         conn.send_response(&early, &date(), &mut out);
         assert!(out.is_empty());
@@ -1667,7 +2087,8 @@ mod tests {
     fn an_early_response_with_an_unread_body_closes() {
         let wire = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\nabc";
         let mut conn = ServerConnection::default();
-        let input = conn.feed(wire).unwrap();
+        let mut ctx = ServerContext::default();
+        let input = conn.feed(&mut ctx, wire).unwrap();
         assert_eq!(input.event, ServerEvent::Head);
         let head = ResponseHead {
             status: StatusCode::CONTENT_TOO_LARGE,
@@ -1677,14 +2098,18 @@ mod tests {
         let mut out = Vec::new();
         conn.send_response(&head, &date(), &mut out);
         assert!(text(&out).contains("Connection: close\r\n"));
-        assert_eq!(conn.feed(b"abc").unwrap().event, ServerEvent::Closed);
+        assert_eq!(
+            conn.feed(&mut ctx, b"abc").unwrap().event,
+            ServerEvent::Closed
+        );
     }
 
     #[test]
     fn an_early_response_without_a_body_keeps_the_connection() {
         let wire = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\nHost: h\r\n\r\n";
         let mut conn = ServerConnection::default();
-        let input = conn.feed(wire).unwrap();
+        let mut ctx = ServerContext::default();
+        let input = conn.feed(&mut ctx, wire).unwrap();
         let rest = &wire[input.consumed..];
         let head = ResponseHead {
             status: StatusCode::NOT_FOUND,
@@ -1694,9 +2119,11 @@ mod tests {
         let mut out = Vec::new();
         conn.send_response(&head, &date(), &mut out);
         assert!(!text(&out).contains("Connection"));
-        assert_eq!(conn.feed(rest).unwrap().event, ServerEvent::End);
-        assert_eq!(conn.feed(rest).unwrap().event, ServerEvent::Head);
-        assert_eq!(conn.request(rest).target(), b"/b");
+        assert_eq!(
+            conn.feed(&mut ctx, rest).unwrap().event,
+            ServerEvent::Request
+        );
+        assert_eq!(ctx.request(rest).target(), b"/b");
     }
 
     #[test]
@@ -1712,22 +2139,26 @@ mod tests {
             b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n",
         ] {
             let mut conn = ServerConnection::default();
-            conn.feed(wire).unwrap();
+            let mut ctx = ServerContext::default();
+            conn.feed(&mut ctx, wire).unwrap();
             assert_eq!(conn.handle_eof(), Err(Error::IncompleteMessage), "{wire:?}");
             assert_eq!(conn.error_response_status(), None);
         }
 
         // After a complete request: answer it, then close.
         let mut conn = ServerConnection::default();
+        let mut ctx = ServerContext::default();
         let wire = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
-        conn.feed(wire).unwrap();
-        assert_eq!(conn.feed(b"").unwrap().event, ServerEvent::End);
+        assert_eq!(
+            conn.feed(&mut ctx, wire).unwrap().event,
+            ServerEvent::Request
+        );
         assert_eq!(conn.handle_eof(), Ok(ServerEvent::Paused));
         assert!(!conn.keep_alive());
         let mut out = Vec::new();
         respond(&mut conn, "/", b"", &mut out);
         assert_eq!(text(&out), ok("/ got 0", "Connection: close\r\n"));
-        assert_eq!(conn.feed(b"").unwrap().event, ServerEvent::Closed);
+        assert_eq!(conn.feed(&mut ctx, b"").unwrap().event, ServerEvent::Closed);
     }
 
     // ---- misuse --------------------------------------------------------------
@@ -1748,7 +2179,9 @@ mod tests {
     #[should_panic(expected = "101 to a request without Upgrade")]
     fn switching_protocols_needs_an_upgrade_request() {
         let mut conn = ServerConnection::default();
-        conn.feed(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        let mut ctx = ServerContext::default();
+        conn.feed(&mut ctx, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+            .unwrap();
         let head = ResponseHead {
             status: StatusCode::SWITCHING_PROTOCOLS,
             fields: &[],
@@ -1761,7 +2194,9 @@ mod tests {
     #[should_panic(expected = "comes from ServerConnection::send_response")]
     fn framing_fields_come_from_the_connection() {
         let mut conn = ServerConnection::default();
-        conn.feed(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        let mut ctx = ServerContext::default();
+        conn.feed(&mut ctx, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+            .unwrap();
         let fields = [FieldLine {
             name: b"content-length",
             value: b"5",
@@ -1778,7 +2213,9 @@ mod tests {
     #[should_panic(expected = "after the final response")]
     fn one_final_response_per_request() {
         let mut conn = ServerConnection::default();
-        conn.feed(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        let mut ctx = ServerContext::default();
+        conn.feed(&mut ctx, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+            .unwrap();
         let head = ResponseHead {
             status: StatusCode::OK,
             fields: &[],
@@ -1915,7 +2352,19 @@ mod tests {
         ) {
             let whole = drive(&wire, &[]);
             let split = drive(&wire, &pieces);
-            prop_assert_eq!(whole, split);
+            if whole != split {
+                // Fed in pieces, a head is parsed again only once a new line
+                // could end it (`RequestParser::parse_resumed`): an invalid
+                // head that never ends is refused when it outgrows a limit,
+                // not at its first bad byte. Everything before is the same.
+                let (w, s) = (&whole.0, &split.0);
+                prop_assert!(
+                    matches!(w.last(), Some(Ev::Error(_)))
+                        && s.last() == Some(&Ev::NeedMore)
+                        && w[..w.len() - 1] == s[..s.len() - 1],
+                    "{:?} vs {:?}", w, s
+                );
+            }
         }
     }
 
