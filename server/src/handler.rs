@@ -3,7 +3,7 @@
 
 use crate::stream::BodyStream;
 use keel_http::syntax::{is_ows, is_token};
-use keel_http::{StatusCode, Version};
+use keel_http::{LengthField, ResponseBody, ResponseFraming, StatusCode, Version};
 use std::ops::Deref;
 
 /// A complete request as the handler sees it: the parsed head (every method of
@@ -286,12 +286,6 @@ impl Response {
         }
     }
 
-    /// Whether the body is a stream of unknown length, which an HTTP/1.0 client can only
-    /// be sent by closing the connection after it.
-    pub(crate) fn is_unsized_stream(&self) -> bool {
-        matches!(self.source, Some(Source::Stream { len: None, .. }))
-    }
-
     /// Takes the file or stream body, if any, after [`Response::write_uncached`] wrote
     /// the head.
     #[inline]
@@ -301,42 +295,49 @@ impl Response {
         self.source.take()
     }
 
+    /// The body of the response as the connection frames it: its length, or
+    /// [`ResponseBody::Chunked`] for a stream of unknown length; no content for the 500
+    /// that replaces an invalid response.
+    #[inline(always)]
+    pub(crate) fn framing_body(&self) -> ResponseBody {
+        if self.invalid_field || self.status.as_u16() < 200 {
+            return ResponseBody::ContentLength(0);
+        }
+        match &self.source {
+            None => ResponseBody::ContentLength(
+                self.static_body.map_or(self.body.len(), <[u8]>::len) as u64,
+            ),
+            Some(Source::File { len, .. } | Source::Stream { len: Some(len), .. }) => {
+                ResponseBody::ContentLength(*len)
+            }
+            Some(Source::Stream { len: None, .. }) => ResponseBody::Chunked,
+        }
+    }
+
     /// Appends the serialized response to `out`: the cached bytes when
     /// [`Response::cached`] finds them, else what [`Response::write_uncached`] writes
     /// (whose arguments and result these are). The worker takes the two steps itself,
     /// so that it can send cached bytes without copying them; the tests use this.
     #[cfg(test)]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_to(
         &self,
         out: &mut Vec<u8>,
         prefix: &Prefix,
         cache: &mut ResponseCache,
-        head_only: bool,
-        close: bool,
-        keep_alive_10: bool,
-        chunked_ok: bool,
+        framing: ResponseFraming,
     ) -> bool {
         // The usual case first: the same static response as the last one in this
         // second, one copy.
-        if let Some(bytes) = self.cached(prefix, cache, head_only, close, keep_alive_10) {
+        if let Some(bytes) = self.cached(prefix, cache, framing) {
             out.extend_from_slice(bytes);
             return false;
         }
-        self.write_uncached(
-            out,
-            prefix,
-            cache,
-            head_only,
-            close,
-            keep_alive_10,
-            chunked_ok,
-        )
+        self.write_uncached(out, prefix, cache, framing)
     }
 
     /// The whole serialized response, when it is the same static response as the
     /// last one [`Response::write_uncached`] wrote in this second (same status, the
-    /// same static field lines and static body, the same flags): the bytes kept in
+    /// same static field lines and static body, the same framing): the bytes kept in
     /// `cache`, to be sent as they are. `None` otherwise: then `write_uncached`
     /// writes it. The arguments are those of `write_uncached`.
     #[inline(always)]
@@ -344,14 +345,12 @@ impl Response {
         &self,
         prefix: &Prefix,
         cache: &'c ResponseCache,
-        head_only: bool,
-        close: bool,
-        keep_alive_10: bool,
+        framing: ResponseFraming,
     ) -> Option<&'c [u8]> {
         // The cache holds only responses written by `write_uncached`, so never one
         // with an invalid field or a 1xx status.
         let body = self.static_body?;
-        let key = TailKey::new(body, head_only, close, keep_alive_10);
+        let key = TailKey::new(body, framing);
         (cache.tail == key
             && !self.invalid_field
             && self.fields.is_empty()
@@ -364,31 +363,24 @@ impl Response {
     /// [`Response::cached`] found not cached (and keeps it in `cache` when it is
     /// the kind of response that is cached). `prefix` holds the precomputed
     /// `Server` and `Date` field lines, after the status line `HTTP/1.1 200 OK`
-    /// (which the common case copies along with them); `head_only` drops the body
-    /// (HEAD); `close` adds `Connection: close`; `keep_alive_10` adds
-    /// `Connection: keep-alive` for HTTP/1.0; `chunked_ok` says the client can take
-    /// the chunked coding (HTTP/1.1).
+    /// (which the common case copies along with them); `framing` is what the
+    /// connection's [`keel_http::ServerConnection::start_response`] decided for this
+    /// response (its framing and `Connection` fields, and whether the body is sent).
     ///
     /// Returns whether the body is a file or stream that must follow the head (use
     /// [`Response::take_source`]); `false` when there is none or it must not be sent.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_uncached(
         &self,
         out: &mut Vec<u8>,
         prefix: &Prefix,
         cache: &mut ResponseCache,
-        head_only: bool,
-        close: bool,
-        keep_alive_10: bool,
-        chunked_ok: bool,
+        framing: ResponseFraming,
     ) -> bool {
-        let code = self.status.as_u16();
         // A 1xx status cannot end a request's response (RFC 9110 §15.2).
-        if self.invalid_field || code < 200 {
-            write_simple(out, prefix, StatusCode::INTERNAL_SERVER_ERROR, close);
+        if self.invalid_field || self.status.as_u16() < 200 {
+            write_simple(out, prefix, StatusCode::INTERNAL_SERVER_ERROR, framing);
             return false;
         }
-        let bodiless_status = code == 204 || code == 304;
         let body: &[u8] = self.static_body.unwrap_or(&self.body);
         let statics = &self.statics[..self.n_statics];
         // Only static field lines and no file or stream: the head is the same for every
@@ -398,7 +390,7 @@ impl Response {
             // A large body costs its copy either way: keeping one more copy of it would
             // cost a copy into the cache each time two of them alternate.
             Some(body) if cacheable && body.len() <= MAX_CACHED_BODY => {
-                Some(TailKey::new(body, head_only, close, keep_alive_10))
+                Some(TailKey::new(body, framing))
             }
             _ => None,
         };
@@ -422,34 +414,14 @@ impl Response {
             }
         }
         let tail_start = out.len();
-        if !bodiless_status {
-            let len = match &self.source {
-                None => Some(body.len() as u64),
-                Some(Source::File { len, .. } | Source::Stream { len: Some(len), .. }) => {
-                    Some(*len)
-                }
-                Some(Source::Stream { len: None, .. }) => None,
-            };
-            // One call site, so the common case inlines it.
-            if let Some(len) = len {
-                keel_http::write_content_length(out, len);
-            } else if chunked_ok {
-                out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-            }
-        }
-        if close {
-            out.extend_from_slice(b"Connection: close\r\n");
-        } else if keep_alive_10 {
-            out.extend_from_slice(b"Connection: keep-alive\r\n");
-        }
-        out.extend_from_slice(b"\r\n");
-        if !(head_only || bodiless_status) {
+        framing.write_end_of_head(out);
+        if framing.send_body {
             out.extend_from_slice(body);
         }
         if let Some(key) = tail_key {
             cache.set_tail(key, &out[tail_start..]);
         }
-        !(head_only || bodiless_status) && self.source.is_some()
+        framing.send_body && self.source.is_some()
     }
 }
 
@@ -500,7 +472,9 @@ struct TailKey {
     /// The body's address; 0 only in [`TailKey::NONE`] (a reference is never null).
     body_ptr: usize,
     body_len: usize,
-    /// `head_only`, `close` and `keep_alive_10` as bits 0, 1 and 2.
+    /// The [`ResponseFraming`] that shaped the tail, packed: `send_body` as bit 0, the
+    /// `Connection` field as bits 1-2, no framing field as bit 3 (with a static body,
+    /// the framing field is otherwise its length).
     flags: u8,
 }
 
@@ -513,11 +487,13 @@ impl TailKey {
     };
 
     #[inline(always)]
-    fn new(body: &'static [u8], head_only: bool, close: bool, keep_alive_10: bool) -> TailKey {
+    fn new(body: &'static [u8], framing: ResponseFraming) -> TailKey {
         TailKey {
             body_ptr: body.as_ptr() as usize,
             body_len: body.len(),
-            flags: u8::from(head_only) | u8::from(close) << 1 | u8::from(keep_alive_10) << 2,
+            flags: u8::from(framing.send_body)
+                | (framing.connection as u8) << 1
+                | u8::from(matches!(framing.length, LengthField::None)) << 3,
         }
     }
 }
@@ -700,16 +676,39 @@ impl Prefix {
     }
 }
 
-/// Appends a response with `status`, no content and `Content-Length: 0`, for the errors
-/// the server answers itself (400, 413, 414, 431, 500, 501, 505).
-pub(crate) fn write_simple(out: &mut Vec<u8>, prefix: &Prefix, status: StatusCode, close: bool) {
+/// Appends a response with `status` and no content, framed by `framing`, for the
+/// errors the server answers itself (400, 408, 413, 414, 431, 500, 501, 505).
+pub(crate) fn write_simple(
+    out: &mut Vec<u8>,
+    prefix: &Prefix,
+    status: StatusCode,
+    framing: ResponseFraming,
+) {
     keel_http::write_status_line(out, Version::Http11, status);
     out.extend_from_slice(prefix.fields());
-    out.extend_from_slice(b"Content-Length: 0\r\n");
-    if close {
-        out.extend_from_slice(b"Connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
+    framing.write_end_of_head(out);
+}
+
+/// The framing a connection gives `res` in answer to a GET (a HEAD when `head_only`;
+/// HTTP/1.0 with `Connection: keep-alive` when `keep_alive_10`), closing after it when
+/// `close`: what the worker passes to [`Response::write_uncached`].
+#[cfg(test)]
+pub(crate) fn test_framing(
+    res: &Response,
+    head_only: bool,
+    close: bool,
+    keep_alive_10: bool,
+) -> ResponseFraming {
+    let request: &[u8] = match (head_only, keep_alive_10) {
+        (false, false) => b"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+        (true, false) => b"HEAD / HTTP/1.1\r\nHost: h\r\n\r\n",
+        (false, true) => b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        (true, true) => b"HEAD / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    };
+    let mut context = keel_http::ServerContext::default();
+    let mut conn = keel_http::ServerConnection::new();
+    conn.feed(&mut context, request).expect("a valid request");
+    conn.start_response(res.final_status(), res.framing_body(), close)
 }
 
 /// Fields that decide the message's framing or the connection's persistence (RFC 9112
@@ -921,7 +920,12 @@ mod tests {
         let cached = |cache: &mut ResponseCache, body: &'static [u8]| {
             let mut res = Response::new();
             res.static_body(body);
-            res.write_uncached(&mut Vec::new(), &prefix, cache, false, false, false, true);
+            res.write_uncached(
+                &mut Vec::new(),
+                &prefix,
+                cache,
+                test_framing(&res, false, false, false),
+            );
             assert!(cache.bytes().ends_with(body));
             cache.bytes().to_vec()
         };
@@ -954,10 +958,7 @@ mod tests {
             &mut out,
             &prefix,
             &mut ResponseCache::default(),
-            false,
-            false,
-            false,
-            true,
+            test_framing(res, false, false, false),
         );
         String::from_utf8(out).unwrap()
     }
@@ -1052,10 +1053,7 @@ mod tests {
                 &mut out,
                 prefix,
                 cache,
-                head_only,
-                close,
-                keep_alive_10,
-                true,
+                test_framing(res, head_only, close, keep_alive_10),
             );
             out
         };
@@ -1108,13 +1106,23 @@ mod tests {
         let mut cache = ResponseCache::default();
         for _ in 0..2 {
             let mut out = Vec::new();
-            res.write_to(&mut out, &prefix, &mut cache, false, false, false, true);
+            res.write_to(
+                &mut out,
+                &prefix,
+                &mut cache,
+                test_framing(&res, false, false, false),
+            );
             assert!(out.ends_with(&LARGE));
             assert_eq!(cache.bytes.len(), cache.head_len, "only the head is kept");
         }
         res.static_body(&LARGE[..MAX_CACHED_BODY]);
         let mut out = Vec::new();
-        res.write_to(&mut out, &prefix, &mut cache, false, false, false, true);
+        res.write_to(
+            &mut out,
+            &prefix,
+            &mut cache,
+            test_framing(&res, false, false, false),
+        );
         assert_eq!(cache.bytes, out, "a body up to the limit is kept");
     }
 

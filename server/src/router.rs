@@ -818,10 +818,7 @@ mod tests {
             &mut out,
             &prefix,
             &mut crate::handler::ResponseCache::default(),
-            method == "HEAD",
-            false,
-            false,
-            true,
+            crate::handler::test_framing(&res, method == "HEAD", false, false),
         );
         String::from_utf8(out).unwrap()
     }

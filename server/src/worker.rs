@@ -11,9 +11,10 @@ use crate::handler::{
 use crate::stream::{BodyStream, StreamContext, StreamPoll, WakeQueue};
 use crate::timer::{Entry, Millis, Wheel, NOT_FILED};
 use crate::Config;
+use core::ops::Range;
 use keel_http::{
-    write_chunk, write_last_chunk, BodyLength, ChunkEvent, ChunkedDecoder, ChunkedLimits,
-    RequestParser, RequestTarget, Status, StatusCode,
+    ChunkedLimits, IncomingBody, RequestTarget, ServerConnection, ServerContext, ServerEvent,
+    ServerInput, ServerLimits, StatusCode,
 };
 use keel_linux::epoll::{Epoll, Events, Interest};
 use keel_linux::io::{self as lio, PollFor};
@@ -86,12 +87,13 @@ struct Conn {
     input_lent: bool,
     /// Start of the first unprocessed request in `input`.
     start: usize,
-    /// Bytes of `input[start..]` already searched for the end of the head without success.
-    head_scanned: usize,
-    /// The length of the head at `input[start..]` while its body (chunked, or going to a
-    /// sink) is still arriving, with `await_len` at `usize::MAX`; 0 otherwise. Each read
-    /// meanwhile goes on with the body ([`continue_body`]) without parsing the head.
-    body_head: usize,
+    /// The HTTP/1.1 state of the connection: where every protocol decision is made.
+    http: ServerConnection,
+    /// The length of the head at `input[start..]` while its body is still arriving; 0
+    /// otherwise. Each read meanwhile goes on with the body ([`receive_body`]) without
+    /// parsing the head.
+    /// (A head is within the parser's limits, each clamped to 1 GiB: it fits.)
+    body_head: u32,
     output: Vec<u8>,
     written: usize,
     /// Copies of the worker's cached response ([`ResponseCache::bytes`]) owed at
@@ -115,19 +117,12 @@ struct Conn {
     /// [`Worker::answer_waiting`]), so EPOLLOUT stays armed meanwhile, even with no
     /// output waiting, as no byte may arrive to bring them back.
     answers_waiting: bool,
-    /// Sent `100 Continue` for the request at `start`.
-    sent_continue: bool,
     /// After the last response: shut down writes, discard input until EOF or this time.
     linger_deadline: Option<Millis>,
-    /// The request at `start` has a complete head and a Content-Length body: do nothing
-    /// until `input[start..]` holds this many bytes (head and body).
-    await_len: usize,
-    /// The request at `start` has a complete head and a chunked body being decoded.
-    chunked: Option<Box<ChunkedBody>>,
+    /// The content of the chunked body of the request at `start`, decoded so far.
+    chunked: Option<Box<ChunkedContent>>,
     /// The request at `start` has a complete head and its body goes to the handler's sink.
     sink: Option<Box<SinkBody>>,
-    /// The handler was asked for a sink for the request at `start` (and may have said no).
-    sink_asked: bool,
     /// When the first byte of the request at `start` arrived (`None`: no request begun).
     head_since: Option<Millis>,
     /// When bytes last arrived.
@@ -139,7 +134,7 @@ struct Conn {
     /// The deadline of what the connection is doing now (see [`Worker::arm`]).
     deadline: Millis,
     /// The client's address, when the access log is on.
-    peer: Option<std::net::SocketAddr>,
+    peer: Option<Box<std::net::SocketAddr>>,
     /// The tick of its live entry in the timer wheel (at or before `deadline`), or
     /// `NOT_FILED`.
     filed_tick: u64,
@@ -192,12 +187,12 @@ enum Active {
         offset: u64,
         remaining: u64,
     },
-    /// A stream; `remaining` bytes when its length was declared; `chunked` framing on
-    /// HTTP/1.1 when it was not.
+    /// A stream; `remaining` bytes when its length was declared; framed by the
+    /// connection's [`ServerConnection`] (chunked, or as is for HTTP/1.0) when it was
+    /// not.
     Stream {
         stream: Box<dyn BodyStream>,
         remaining: Option<u64>,
-        chunked: bool,
         /// The stream said `Pending`: not polled until `wake_at` or a waker.
         waiting: bool,
         wake_at: Option<Millis>,
@@ -205,7 +200,7 @@ enum Active {
 }
 
 impl Active {
-    fn new(source: Source, chunked: bool) -> Active {
+    fn new(source: Source) -> Active {
         match source {
             Source::File { file, offset, len } => Active::File {
                 file,
@@ -215,7 +210,6 @@ impl Active {
             Source::Stream { stream, len } => Active::Stream {
                 stream,
                 remaining: len,
-                chunked: chunked && len.is_none(),
                 waiting: false,
                 wake_at: None,
             },
@@ -237,50 +231,22 @@ enum Sent {
     Failed,
 }
 
-/// A chunked request body decoded as it arrives: the decoded content is kept here and
-/// the framing is removed from the input buffer, so neither is looked at twice.
-struct ChunkedBody {
-    decoder: ChunkedDecoder,
-    content: Vec<u8>,
-}
+/// The decoded content of a chunked request body (boxed in [`Conn`], which most
+/// connections never need it in).
+#[derive(Default)]
+struct ChunkedContent(Vec<u8>);
 
-/// A request body handed to a [`BodySink`] as it arrives.
-struct SinkBody {
-    sink: Box<dyn BodySink>,
-    /// Content-Length bytes still to come; unused for a chunked body.
-    remaining: u64,
-    /// The chunked decoder, for a chunked body.
-    decoder: Option<ChunkedDecoder>,
-}
+/// The handler's sink for a request body (boxed again, so that [`Conn`] holds one
+/// thin pointer for it).
+struct SinkBody(Box<dyn BodySink>);
 
-/// Hands what `input[body_at..]` holds of the body to the sink and removes it from
-/// `input`; returns whether the body is complete. `Err` is the status to answer with.
-fn feed_sink(body: &mut SinkBody, input: &mut Vec<u8>, body_at: usize) -> Result<bool, StatusCode> {
-    let avail = &input[body_at..];
-    let Some(decoder) = body.decoder.as_mut() else {
-        let n = usize::try_from(body.remaining).map_or(avail.len(), |r| r.min(avail.len()));
-        if n > 0 {
-            body.sink.data(&avail[..n])?;
-            input.drain(body_at..body_at + n);
-            body.remaining -= n as u64;
-        }
-        return Ok(body.remaining == 0);
-    };
-    let mut pos = 0;
-    let done = loop {
-        let d = decoder.decode(&avail[pos..]).map_err(|e| e.status_hint())?;
-        if let ChunkEvent::Data(r) = &d.event {
-            body.sink.data(&avail[pos + r.start..pos + r.end])?;
-        }
-        pos += d.consumed;
-        match d.event {
-            ChunkEvent::Data(_) => {}
-            ChunkEvent::NeedMore => break false,
-            ChunkEvent::End => break true,
-        }
-    };
-    input.drain(body_at..body_at + pos);
-    Ok(done)
+/// A request body [`receive_body`] found complete.
+struct ReceivedBody {
+    /// Where a `Content-Length` body's content is in `input[start..]`; `None` when it
+    /// went to the sink or into [`Conn::chunked`].
+    content: Option<Range<usize>>,
+    /// The length of the request in `input[start..]`, head and body.
+    end: usize,
 }
 
 impl Conn {
@@ -290,7 +256,7 @@ impl Conn {
             input: Vec::new(),
             input_lent: false,
             start: 0,
-            head_scanned: 0,
+            http: ServerConnection::new(),
             body_head: 0,
             output: Vec::new(),
             written: 0,
@@ -300,12 +266,9 @@ impl Conn {
             closing: false,
             peer_eof: false,
             answers_waiting: false,
-            sent_continue: false,
             linger_deadline: None,
-            await_len: 0,
             chunked: None,
             sink: None,
-            sink_asked: false,
             head_since: None,
             last_read: now,
             last_write: now,
@@ -399,7 +362,8 @@ pub(crate) struct Worker<'t, H> {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     live: usize,
-    parser: RequestParser,
+    /// The request parser and limits every connection's [`ServerConnection`] borrows.
+    context: ServerContext,
     response: Response,
     /// The last static response written, for the next one like it.
     response_cache: ResponseCache,
@@ -517,7 +481,7 @@ fn deadline_for(c: &Conn, t: &[Millis; 4]) -> Millis {
 /// timeout, by what it is reading.
 #[inline(always)]
 fn read_deadline(c: &Conn, t: &[Millis; 4]) -> Millis {
-    if c.await_len > 0 || c.chunked.is_some() || c.sink.is_some() {
+    if c.body_head > 0 {
         c.last_read + t[BODY_READ]
     } else if let Some(since) = c.head_since {
         since + t[HEADER_READ]
@@ -725,7 +689,14 @@ impl<'t, H: Handler> Worker<'t, H> {
         epoll.add(&signals, SIGNALS, Interest::READABLE)?;
         let wake = Arc::new(WakeQueue::new()?);
         epoll.add(&wake.fd, WAKE, Interest::READABLE)?;
-        let parser = RequestParser::new(config.limits);
+        let context = ServerContext::new(ServerLimits {
+            head: config.limits,
+            chunked: ChunkedLimits {
+                max_body_size: config.max_body_size,
+                ..ChunkedLimits::default()
+            },
+            max_body_size: config.max_body_size,
+        });
         Ok(Worker {
             tls,
             tls_in: if tls.is_some() {
@@ -741,7 +712,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             conns: Vec::new(),
             free: Vec::new(),
             live: 0,
-            parser,
+            context,
             response: Response::new(),
             response_cache: ResponseCache::default(),
             date: Prefix::new(SystemTime::now()),
@@ -979,12 +950,8 @@ impl<'t, H: Handler> Worker<'t, H> {
             return self.drop_conn(i);
         }
         // Bytes of a request arrived (a connection that never sent any is just closed).
-        let receiving =
-            c.start < c.input.len() || c.await_len > 0 || c.chunked.is_some() || c.sink.is_some();
+        let receiving = c.start < c.input.len() || c.body_head > 0;
         if c.linger_deadline.is_none() && c.unsent() == 0 && receiving && !c.closing {
-            c.chunked = None;
-            c.sink = None;
-            c.await_len = 0;
             c.head_since = None;
             fail(c, &self.date, StatusCode::REQUEST_TIMEOUT);
             self.flush(i);
@@ -1174,7 +1141,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     });
                     c.unusual = c.tls.is_some();
                     if self.config.access_log {
-                        c.peer = socket::peer_addr(&c.fd).ok();
+                        c.peer = socket::peer_addr(&c.fd).ok().map(Box::new);
                     }
                     c.head_since = Some(self.now);
                     c.deadline = self.now + self.timeouts[HEADER_READ];
@@ -1673,7 +1640,6 @@ impl<'t, H: Handler> Worker<'t, H> {
                 Some(Active::Stream {
                     stream,
                     remaining,
-                    chunked,
                     waiting,
                     wake_at,
                 }) => {
@@ -1702,8 +1668,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                     }
                     *budget = budget.saturating_sub(data.len() as u64);
                     if !data.is_empty() {
-                        if *chunked {
-                            write_chunk(&mut c.output, data);
+                        if remaining.is_none() {
+                            c.http.write_chunk(data, &mut c.output);
                         } else {
                             c.output.extend_from_slice(data);
                         }
@@ -1731,8 +1697,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                                 c.abort = true;
                                 c.closing = true;
                                 c.unusual = true;
-                            } else if *chunked {
-                                write_last_chunk(&mut c.output, &[]);
+                            } else if remaining.is_none() {
+                                c.http.finish_body(&mut c.output);
                             }
                             c.source = None;
                             c.resumable = !c.abort;
@@ -1797,15 +1763,17 @@ impl<'t, H: Handler> Worker<'t, H> {
         next
     }
 
-    /// Parses and answers every complete request buffered on connection `i`. A cached
-    /// response may be left owed (see [`Conn::owed`]): the caller sends or pays it
-    /// before the readiness event ends.
+    /// Parses and answers every complete request buffered on connection `i`, driving
+    /// its [`ServerConnection`], where every HTTP/1.1 rule lives: this only moves bytes
+    /// between the buffers, the machine and the handler. A cached response may be left
+    /// owed (see [`Conn::owed`]): the caller sends or pays it before the readiness
+    /// event ends.
     fn process(&mut self, i: usize) -> Next {
         let now = self.now;
         let shutting_down = self.shutdown_deadline.is_some();
         let Worker {
             conns,
-            parser,
+            context,
             handler,
             response,
             response_cache,
@@ -1827,202 +1795,115 @@ impl<'t, H: Handler> Worker<'t, H> {
                 c.answers_waiting = c.start < c.input.len();
                 return Next::Drain;
             }
-            let mut buf = &c.input[c.start..];
+            let buf = &c.input[c.start..];
             if buf.is_empty() {
                 return all_input_answered(c);
             }
-            if buf.len() < c.await_len {
-                if c.body_head == 0 {
-                    return Next::Read;
-                }
-                // A chunked body, or one going to a sink, still arriving: go on with it
-                // without parsing the head again at every read (a head can be tens of
-                // KiB). Once it is complete, the head is parsed once more below (the
-                // parser has served other connections since), and the body's arm finds
-                // it complete.
-                match continue_body(c) {
-                    Ok(false) => return Next::Read,
-                    Ok(true) => {
-                        c.await_len = 0;
-                        c.body_head = 0;
+            // The head: parsed now, or (`body_head`) on an earlier read, its body still
+            // arriving then.
+            let arriving = c.body_head > 0;
+            let head_len = if arriving {
+                c.body_head as usize
+            } else {
+                match c.http.feed(context, buf) {
+                    Ok(ServerInput {
+                        consumed,
+                        event: ServerEvent::Request,
+                    }) => consumed,
+                    Ok(ServerInput {
+                        consumed,
+                        event: ServerEvent::Head,
+                    }) => {
+                        c.body_head = u32::try_from(consumed).unwrap_or(u32::MAX);
+                        consumed
                     }
-                    Err(status) => return fail(c, date, status),
-                }
-                buf = &c.input[c.start..];
-            }
-            // Skip parsing when no new byte can have ended the head: the parse of a
-            // slowly arriving head stays O(bytes received), not O(bytes²).
-            if c.head_scanned > 0 && !may_end_head(buf, c.head_scanned) {
-                if memchr::memchr(b'\n', buf).is_none() {
-                    if buf.len() >= config.limits.max_request_line_size {
-                        return fail(c, date, StatusCode::URI_TOO_LONG);
+                    Ok(ServerInput {
+                        event: ServerEvent::NeedMore,
+                        ..
+                    }) => return Next::Read,
+                    Ok(_) => {
+                        // Closed (the last response did not let the connection
+                        // persist): nothing more is read. Paused and Upgraded cannot
+                        // come: every response is complete here, and keel answers no
+                        // upgrade with 101 and no CONNECT with a 2xx.
+                        c.closing = true;
+                        c.unusual = true;
+                        return Next::Read;
                     }
-                } else if buf.len() > config.max_head_size() {
-                    return fail(c, date, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+                    Err(e) => return fail(c, date, e.status_hint()),
                 }
-                c.head_scanned = buf.len();
-                return Next::Read;
-            }
-            let head_len = match parser.parse_new(buf) {
-                Ok(Status::Complete(n)) => n,
-                Ok(Status::Partial) => {
-                    c.head_scanned = buf.len();
-                    return Next::Read;
-                }
-                Err(e) => return fail(c, date, e.status_hint()),
             };
-            c.head_scanned = 0;
-            let (body_length, expects_continue) = {
-                let req = parser.request(buf);
+            if !arriving {
                 // CONNECT (the only method with an authority-form target): keel does
                 // not tunnel, and a 2xx would tell the client and any intermediary
                 // that the bytes after the head are tunnel data (RFC 9110 §9.3.6).
-                if req.target_form() == RequestTarget::Authority {
+                if context.request(buf).target_form() == RequestTarget::Authority {
                     return fail(c, date, StatusCode::NOT_IMPLEMENTED);
                 }
-                (req.body_length(), req.expects_continue())
-            };
-            let has_body = match body_length {
-                BodyLength::ContentLength(n) => n > 0,
-                BodyLength::Chunked => true,
-                _ => false,
-            };
-            if has_body && !c.sink_asked {
-                c.sink_asked = true;
-                if let Some(sink) = handler.body_sink(&parser.request(buf)) {
-                    let (remaining, decoder) = match body_length {
-                        BodyLength::ContentLength(n) => (n, None),
-                        _ => {
-                            // The sink sets its own size limit.
-                            let limits = ChunkedLimits {
-                                max_body_size: u64::MAX,
-                                ..ChunkedLimits::default()
-                            };
-                            (0, Some(ChunkedDecoder::new(limits)))
-                        }
-                    };
-                    c.sink = Some(Box::new(SinkBody {
-                        sink,
-                        remaining,
-                        decoder,
-                    }));
+                if c.body_head > 0 {
+                    // A body follows: to the handler's sink if it takes one (which
+                    // sets its own size limit), else into memory.
+                    if let Some(sink) = handler.body_sink(&context.request(buf)) {
+                        c.http.lift_body_limit(context);
+                        c.sink = Some(Box::new(SinkBody(sink)));
+                    }
                 }
             }
             let mut finished_sink = None;
             // Where the content is: a range of `input`, or the chunked body's buffer.
-            let (content_range, consumed) = match body_length {
-                _ if c.sink.is_some() => {
-                    let body = c.sink.as_mut().expect("checked just above");
-                    match feed_sink(body, &mut c.input, c.start + head_len) {
-                        Ok(true) => finished_sink = c.sink.take(),
-                        Ok(false) => {
-                            if expects_continue && !c.sent_continue {
-                                c.sent_continue = true;
-                                c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
-                            }
-                            c.body_head = head_len;
-                            c.await_len = usize::MAX;
-                            return Next::Read;
-                        }
-                        Err(status) => {
-                            c.sink = None;
-                            return fail(c, date, refusal_status(status));
-                        }
+            let mut content_range = None;
+            let mut consumed = head_len;
+            if c.body_head > 0 {
+                match receive_body(c, context) {
+                    Ok(Some(body)) => {
+                        content_range = body.content;
+                        consumed = body.end;
                     }
-                    (None, head_len)
-                }
-                // No body, the usual case: nothing to check or wait for.
-                BodyLength::ContentLength(0) => (None, head_len),
-                BodyLength::ContentLength(n) => {
-                    let end = usize::try_from(n)
-                        .ok()
-                        .and_then(|n| head_len.checked_add(n));
-                    let end = match end {
-                        Some(end) if n <= config.max_body_size => end,
-                        _ => return fail(c, date, StatusCode::CONTENT_TOO_LARGE),
-                    };
-                    if buf.len() < end {
-                        if expects_continue && !c.sent_continue {
-                            c.sent_continue = true;
-                            c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
-                        }
-                        // The reads grow the buffer (doubling, up to the limit) as the
-                        // body arrives; the head is parsed again only once it is all here.
-                        c.await_len = end;
+                    Ok(None) => {
+                        // Not all here yet: invite it if the client waits for that.
+                        c.http.send_continue(&mut c.output);
                         return Next::Read;
                     }
-                    (Some(head_len..end), end)
+                    Err(status) => return fail(c, date, status),
                 }
-                BodyLength::Chunked => {
-                    let limits = ChunkedLimits {
-                        max_body_size: config.max_body_size,
-                        ..ChunkedLimits::default()
-                    };
-                    let body = c.chunked.get_or_insert_with(|| {
-                        Box::new(ChunkedBody {
-                            decoder: ChunkedDecoder::new(limits),
-                            content: Vec::new(),
-                        })
-                    });
-                    let body_at = c.start + head_len;
-                    match decode_available(body, &c.input[body_at..]) {
-                        Ok((used, done)) => {
-                            // Framing and content already taken: drop them from the input,
-                            // so nothing is decoded twice and framing cannot pile up.
-                            c.input.drain(body_at..body_at + used);
-                            if !done {
-                                if expects_continue && !c.sent_continue {
-                                    c.sent_continue = true;
-                                    c.output.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
-                                }
-                                c.body_head = head_len;
-                                c.await_len = usize::MAX;
-                                return Next::Read;
-                            }
-                        }
-                        Err(e) => {
-                            c.chunked = None;
-                            return fail(c, date, e.status_hint());
-                        }
+                c.body_head = 0;
+                finished_sink = c.sink.take();
+                if arriving {
+                    // Parsed on an earlier read: the parser has served other
+                    // connections since.
+                    if context.reparse(&c.input[c.start..]).is_err() {
+                        return fail(c, date, StatusCode::BAD_REQUEST);
                     }
-                    (None, head_len)
                 }
-                _ => return fail(c, date, StatusCode::BAD_REQUEST),
-            };
-            c.await_len = 0;
+            }
             let buf = &c.input[c.start..];
-            let req = parser.request(buf);
+            let req = context.request(buf);
             let content: &[u8] = match (&content_range, &c.chunked) {
                 (Some(r), _) => &buf[r.clone()],
-                (None, Some(body)) => &body.content,
+                (None, Some(body)) => &body.0,
                 (None, None) => &[],
             };
-            let keep_alive = req.keep_alive() && !shutting_down;
-            let head_only = req.method() == b"HEAD";
-            let http10 = req.version() == keel_http::Version::Http10;
             response.reset();
             match finished_sink {
-                Some(body) => body.sink.finish(&Request::new(req, &[]), response),
+                Some(sink) => sink.0.finish(&Request::new(req, &[]), response),
                 None => handler.handle(&Request::new(req, content), response),
             }
-            // An HTTP/1.0 client cannot take chunked framing: a stream of unknown length
-            // is delimited by closing the connection (RFC 9112 §6.3, item 8).
-            let close =
-                !keep_alive || response.wants_close() || (http10 && response.is_unsized_stream());
-            let keep_alive_10 = http10 && !close;
-            let has_source = if let Some(bytes) =
-                response.cached(date, response_cache, head_only, close, keep_alive_10)
-            {
+            let framing = c.http.start_response(
+                response.final_status(),
+                response.framing_body(),
+                response.wants_close() || shutting_down,
+            );
+            let has_source = if let Some(bytes) = response.cached(date, response_cache, framing) {
                 // The same bytes as the last response like it: on a plain connection
                 // that stays open, owe them (the write sends them from the cache), after
                 // any owed before them unless output was added after those.
-                if c.owed == 0 && c.tls.is_none() && !close {
+                if c.owed == 0 && c.tls.is_none() && !framing.close {
                     c.owed = 1;
                     c.owed_at = c.output.len();
                 } else if c.owed > 0
                     && c.owed < response_cache.max_copies()
                     && c.owed_at == c.output.len()
-                    && !close
+                    && !framing.close
                 {
                     c.owed += 1;
                 } else {
@@ -2039,19 +1920,18 @@ impl<'t, H: Handler> Worker<'t, H> {
                         response_cache.bytes(),
                     );
                 }
-                response.write_uncached(
-                    &mut c.output,
-                    date,
-                    response_cache,
-                    head_only,
-                    close,
-                    keep_alive_10,
-                    !http10,
-                )
+                response.write_uncached(&mut c.output, date, response_cache, framing)
             };
             if config.access_log {
                 if log.len() < MAX_LOG_BUFFER {
-                    access_log_line(log, c.peer, date, &req, response, head_only);
+                    access_log_line(
+                        log,
+                        c.peer.as_deref(),
+                        date,
+                        &req,
+                        response,
+                        framing.send_body,
+                    );
                 } else {
                     *log_dropped += 1;
                 }
@@ -2059,25 +1939,23 @@ impl<'t, H: Handler> Worker<'t, H> {
             // Taken either way: a file or stream not sent (HEAD, 304) is dropped now.
             if let Some(source) = response.take_source() {
                 if has_source {
-                    c.source = Some(Active::new(source, !http10));
+                    c.source = Some(Active::new(source));
                     c.unusual = true;
                 }
             }
             c.start += consumed;
-            c.sent_continue = false;
-            c.sink_asked = false;
             c.chunked = None;
             if c.start < c.input.len() {
                 // The next pipelined request, as some bytes of it are here, began now.
                 c.head_since = Some(now);
-                if close {
+                if framing.close {
                     c.closing = true;
                     c.unusual = true;
                     return Next::Read;
                 }
             } else {
                 c.head_since = None;
-                if close {
+                if framing.close {
                     c.closing = true;
                     c.unusual = true;
                     return Next::Read;
@@ -2092,34 +1970,75 @@ impl<'t, H: Handler> Worker<'t, H> {
     }
 }
 
-/// Goes on with a body still arriving after a head parsed on an earlier read
-/// ([`Conn::body_head`]): feeds what came to the sink, or decodes it into the chunked
-/// body. Returns whether the body is now complete; on a refusal, drops the sink or the
-/// chunked body and returns the status to answer with. Out of line: the usual request
-/// never comes here.
-#[cold]
-#[inline(never)]
-fn continue_body(c: &mut Conn) -> Result<bool, StatusCode> {
-    let body_at = c.start + c.body_head;
-    if let Some(sink) = c.sink.as_mut() {
-        return feed_sink(sink, &mut c.input, body_at).map_err(|status| {
-            c.sink = None;
-            refusal_status(status)
-        });
+/// Feeds what connection `c` holds of the body of the request at `c.start` (whose head,
+/// `c.body_head` bytes, its [`ServerConnection`] reported) to the machine: content
+/// goes to the sink, or is decoded into the chunked body's buffer (the framing and
+/// content taken are dropped from the input, so nothing is decoded twice), or, for a
+/// `Content-Length` body, stays in the input, fed only once it is all there, so the
+/// handler gets it in one piece. Returns `None` while the body is incomplete. `Err` is
+/// the status to refuse the request with.
+fn receive_body(
+    c: &mut Conn,
+    context: &mut ServerContext,
+) -> Result<Option<ReceivedBody>, StatusCode> {
+    let head_len = c.body_head as usize;
+    let body_at = c.start + head_len;
+    if c.sink.is_none() {
+        if let Some(IncomingBody::ContentLength { remaining }) = c.http.request_body() {
+            // Checked against the limit before waiting for it.
+            let avail = &c.input[body_at..];
+            c.http.feed(context, &[]).map_err(|e| e.status_hint())?;
+            if (avail.len() as u64) < remaining {
+                return Ok(None);
+            }
+            let n = remaining as usize;
+            let body = c.http.feed(context, avail).map_err(|e| e.status_hint())?;
+            debug_assert_eq!(body.event, ServerEvent::Body(0..n));
+            let end = c
+                .http
+                .feed(context, &avail[n..])
+                .map_err(|e| e.status_hint())?;
+            debug_assert_eq!(end.event, ServerEvent::End);
+            return Ok(Some(ReceivedBody {
+                content: Some(head_len..head_len + n),
+                end: head_len + n,
+            }));
+        }
     }
-    let Some(body) = c.chunked.as_mut() else {
-        return Err(StatusCode::BAD_REQUEST);
+    let mut used = 0;
+    let done = loop {
+        let input = c
+            .http
+            .feed(context, &c.input[body_at + used..])
+            .map_err(|e| e.status_hint())?;
+        let at = body_at + used;
+        used += input.consumed;
+        match input.event {
+            ServerEvent::Body(r) => {
+                let piece = &c.input[at + r.start..at + r.end];
+                match c.sink.as_mut() {
+                    Some(sink) => {
+                        if let Err(status) = sink.0.data(piece) {
+                            c.sink = None;
+                            return Err(refusal_status(status));
+                        }
+                    }
+                    None => c
+                        .chunked
+                        .get_or_insert_with(Default::default)
+                        .0
+                        .extend_from_slice(piece),
+                }
+            }
+            ServerEvent::End => break true,
+            _ => break false,
+        }
     };
-    match decode_available(body, &c.input[body_at..]) {
-        Ok((used, done)) => {
-            c.input.drain(body_at..body_at + used);
-            Ok(done)
-        }
-        Err(e) => {
-            c.chunked = None;
-            Err(e.status_hint())
-        }
-    }
+    c.input.drain(body_at..body_at + used);
+    Ok(done.then_some(ReceivedBody {
+        content: None,
+        end: head_len,
+    }))
 }
 
 /// Connection `c` answered every request in its input: empties the input and waits
@@ -2129,7 +2048,6 @@ fn continue_body(c: &mut Conn) -> Result<bool, StatusCode> {
 fn all_input_answered(c: &mut Conn) -> Next {
     c.input.clear();
     c.start = 0;
-    c.head_scanned = 0;
     if !c.input_lent && c.input.capacity() > 0 {
         c.input = Vec::new();
     }
@@ -2138,16 +2056,16 @@ fn all_input_answered(c: &mut Conn) -> Next {
 
 /// Appends one access log line in the Common Log Format:
 /// `client - - [06/Nov/1994:08:49:37 +0000] "GET /path HTTP/1.1" 200 13`: the status sent
-/// and the body bytes sent (a file's or range's length; 0 for HEAD, 204, 304; 0 for a
-/// stream of unknown length); the request-line bytes are escaped so a peer cannot forge
-/// log lines.
+/// and the body bytes sent (a file's or range's length; 0 when `body_sent` is `false`,
+/// for HEAD, 204, 304; 0 for a stream of unknown length); the request-line bytes are
+/// escaped so a peer cannot forge log lines.
 fn access_log_line(
     log: &mut Vec<u8>,
-    peer: Option<std::net::SocketAddr>,
+    peer: Option<&std::net::SocketAddr>,
     date: &Prefix,
     req: &keel_http::Request<'_>,
     res: &Response,
-    head_only: bool,
+    body_sent: bool,
 ) {
     use std::io::Write;
     let peer = peer.map_or_else(|| "-".to_string(), |p| p.ip().to_string());
@@ -2168,42 +2086,12 @@ fn access_log_line(
         }
     }
     let status = res.final_status().as_u16();
-    let bytes = if head_only || matches!(status, 204 | 304) || res.final_status() != res.status() {
+    let bytes = if !body_sent || res.final_status() != res.status() {
         0
     } else {
         res.body_len()
     };
     let _ = writeln!(log, "\" {status} {bytes}");
-}
-
-/// Whether `buf` may hold the end of a head (an empty line) in bytes not yet searched:
-/// looks for LF in `buf[scanned - 3..]` followed by CRLF or LF.
-fn may_end_head(buf: &[u8], scanned: usize) -> bool {
-    let from = scanned.saturating_sub(3);
-    memchr::memchr_iter(b'\n', &buf[from..]).any(|p| {
-        let rest = &buf[from + p + 1..];
-        rest.first() == Some(&b'\n') || rest.starts_with(b"\r\n") || rest.len() < 2
-    })
-}
-
-/// Decodes what `input` holds of a chunked body into `body.content`; returns the bytes
-/// of `input` used and whether the body (last chunk and trailer section) is complete.
-fn decode_available(
-    body: &mut ChunkedBody,
-    input: &[u8],
-) -> Result<(usize, bool), keel_http::Error> {
-    let mut pos = 0;
-    loop {
-        let d = body.decoder.decode(&input[pos..])?;
-        match d.event {
-            ChunkEvent::Data(r) => body
-                .content
-                .extend_from_slice(&input[pos + r.start..pos + r.end]),
-            ChunkEvent::NeedMore => return Ok((pos + d.consumed, false)),
-            ChunkEvent::End => return Ok((pos + d.consumed, true)),
-        }
-        pos += d.consumed;
-    }
 }
 
 /// Reads from an HTTPS connection: ciphertext from the socket into `buf`, through the
@@ -2279,10 +2167,14 @@ fn refusal_status(status: StatusCode) -> StatusCode {
     }
 }
 
-/// Answers a request the server cannot serve with `status` and closes the connection.
+/// Answers a request the server cannot serve with `status` and closes the connection
+/// (the framing from [`ServerConnection::fail`]).
 fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
-    write_simple(&mut c.output, prefix, status, true);
+    let framing = c.http.fail();
+    write_simple(&mut c.output, prefix, status, framing);
     c.sink = None;
+    c.chunked = None;
+    c.body_head = 0;
     c.closing = true;
     c.unusual = true;
     c.start = c.input.len();
@@ -2291,7 +2183,7 @@ fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
 
 #[cfg(test)]
 mod tests {
-    use super::{may_end_head, pay_owed, refusal_status, write_output, write_owed, Conn};
+    use super::{pay_owed, refusal_status, write_output, write_owed, Conn};
     use crate::handler::{Prefix, Response, ResponseCache};
     use crate::timer::{Wheel, NOT_FILED};
     use keel_http::StatusCode;
@@ -2319,10 +2211,7 @@ mod tests {
             &mut Vec::new(),
             &prefix,
             &mut cache,
-            false,
-            false,
-            false,
-            true,
+            crate::handler::test_framing(&res, false, false, false),
         );
         assert!(cache.bytes().ends_with(body));
         cache
@@ -2579,14 +2468,5 @@ mod tests {
         ] {
             assert_eq!(refusal_status(given), sent, "{given:?}");
         }
-    }
-
-    #[test]
-    fn end_of_head_detection_spans_reads() {
-        assert!(!may_end_head(b"GET / HTTP/1.1\r\nHost: a\r", 0));
-        assert!(may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 20));
-        assert!(may_end_head(b"GET / HTTP/1.1\nHost: a\n\n", 20));
-        // A LF at the very end may be followed by the rest of the empty line later.
-        assert!(may_end_head(b"GET / HTTP/1.1\r\nHost: a\r\n", 10));
     }
 }
