@@ -122,7 +122,8 @@ pub use response::{
 pub use response_parser::{Response, ResponseLimits, ResponseParser};
 pub use server_conn::{
     ConnectionField, IncomingBody, LengthField, ResponseBody, ResponseFraming, ResponseHead,
-    ServerConnection, ServerContext, ServerEvent, ServerInput, ServerLimits,
+    ServerConnection, ServerContext, ServerEvent, ServerInput, ServerLimits, ServerTimeouts,
+    Timeout,
 };
 pub use sse::{write_comment, write_event, ReceivedEvent, SseDecoder, SseError, SseEvent};
 pub use status::StatusCode;

@@ -46,6 +46,9 @@ pub struct ServerLimits {
     /// ([`ServerConnection::lift_body_limit`])
     /// ([RFC 9110 §15.5.14](https://www.rfc-editor.org/rfc/rfc9110#section-15.5.14)).
     pub max_body_size: u64,
+    /// How long the connection waits for each part of a request
+    /// ([`ServerConnection::poll_timeout`]).
+    pub timeouts: ServerTimeouts,
 }
 
 impl Default for ServerLimits {
@@ -54,8 +57,51 @@ impl Default for ServerLimits {
             head: Limits::default(),
             chunked: ChunkedLimits::default(),
             max_body_size: u64::MAX,
+            timeouts: ServerTimeouts::default(),
         }
     }
+}
+
+/// How long a [`ServerConnection`] waits, in milliseconds of the caller's
+/// clock, for each part of a request: the defaults are keel-server's (20 s,
+/// 30 s, 60 s). A request that does not arrive in time is answered with
+/// 408 (Request Timeout,
+/// [RFC 9110 §15.5.9](https://www.rfc-editor.org/rfc/rfc9110#section-15.5.9));
+/// a connection idle for too long is closed
+/// ([RFC 9112 §9.8](https://www.rfc-editor.org/rfc/rfc9112#section-9.8)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerTimeouts {
+    /// From the first byte of a request head (or from the connection's
+    /// start) until the head is complete, however slowly it arrives: a
+    /// slowloris client cannot hold the connection by trickling bytes.
+    pub head_ms: u64,
+    /// Between two reads that bring bytes of a request body.
+    pub body_ms: u64,
+    /// From the end of a response until the first byte of the next request.
+    pub keep_alive_ms: u64,
+}
+
+impl Default for ServerTimeouts {
+    fn default() -> Self {
+        Self {
+            head_ms: 20_000,
+            body_ms: 30_000,
+            keep_alive_ms: 60_000,
+        }
+    }
+}
+
+/// What [`ServerConnection::handle_timeout`] found due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timeout {
+    /// Part of a request arrived and the rest did not in time: answer 408
+    /// (Request Timeout) through [`ServerConnection::fail`], then close
+    /// ([RFC 9110 §15.5.9](https://www.rfc-editor.org/rfc/rfc9110#section-15.5.9)).
+    Request,
+    /// No request began in time (an idle keep-alive connection, or a new
+    /// one that sent nothing): close without a response
+    /// ([RFC 9112 §9.8](https://www.rfc-editor.org/rfc/rfc9112#section-9.8)).
+    Idle,
 }
 
 /// What every [`ServerConnection`] of one thread shares, lent to each call
@@ -517,6 +563,13 @@ pub struct ServerConnection {
     head_scanned: u32,
     /// The decoder of a chunked request body; made for the first one.
     decoder: Option<Box<ChunkedDecoder>>,
+    /// When the running timeout started, on the caller's clock (ms): the
+    /// head's first byte (or the connection's start), the last read of a
+    /// body, or the end of the last response.
+    since: u64,
+    /// Between requests, the head timeout runs (a head began, or the
+    /// connection is new), not the keep-alive one.
+    head_clock: bool,
 }
 
 impl Default for ServerConnection {
@@ -537,7 +590,103 @@ impl ServerConnection {
             peer_closed: false,
             head_scanned: 0,
             decoder: None,
+            since: 0,
+            head_clock: true,
         }
+    }
+
+    /// Starts the clock of a connection accepted at `now` (ms on the
+    /// caller's clock, which must never go back): its first request head
+    /// has [`ServerTimeouts::head_ms`] from now.
+    pub fn start_clock(&mut self, now: u64) {
+        self.since = now;
+        self.head_clock = true;
+    }
+
+    /// Tells the connection that bytes were received and fed at `now`: a
+    /// body's timeout starts again; a head that began with them starts its
+    /// timeout (a head's timeout runs from its first byte, not its last).
+    /// Call it after feeding what a read brought.
+    #[inline]
+    pub fn on_receive(&mut self, now: u64) {
+        match self.reading {
+            Reading::Body(_) => self.since = now,
+            Reading::Head if self.head_scanned > 0 && !self.head_clock => {
+                self.since = now;
+                self.head_clock = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// Tells the connection that every response was written at `now` and
+    /// nothing of a next request is buffered: the keep-alive timeout runs
+    /// from now. Nothing changes while a head is arriving.
+    #[inline]
+    pub fn on_idle(&mut self, now: u64) {
+        if self.head_scanned == 0 && self.between_requests() {
+            self.since = now;
+            self.head_clock = false;
+        }
+    }
+
+    /// Waiting for a request head: the last response is complete (or there
+    /// was none yet) and the connection persists.
+    #[inline(always)]
+    fn between_requests(&self) -> bool {
+        match self.reading {
+            Reading::Head => true,
+            Reading::Done => matches!(self.writing, Writing::Done),
+            _ => false,
+        }
+    }
+
+    /// Whether bytes of a request have arrived and its rest is awaited: a
+    /// head begun or a body not complete.
+    #[must_use]
+    pub fn is_receiving(&self) -> bool {
+        match self.reading {
+            Reading::Head => self.head_scanned > 0,
+            Reading::Body(_) => true,
+            _ => false,
+        }
+    }
+
+    /// When the connection's read timeout comes due (ms on the caller's
+    /// clock), given `timeouts`: the head timeout while a head arrives (or
+    /// a new connection waits for its first), the body timeout while a body
+    /// arrives, the keep-alive timeout between requests. `None` while a
+    /// request waits for its response (the driver's write timeout applies
+    /// then), and once the connection is closed or upgraded.
+    #[must_use]
+    #[inline]
+    pub fn poll_timeout(&self, timeouts: &ServerTimeouts) -> Option<u64> {
+        let length = if self.between_requests() {
+            if self.head_clock {
+                timeouts.head_ms
+            } else {
+                timeouts.keep_alive_ms
+            }
+        } else if matches!(self.reading, Reading::Body(_)) {
+            timeouts.body_ms
+        } else {
+            return None;
+        };
+        Some(self.since.saturating_add(length))
+    }
+
+    /// Handles the clock reaching `now`: if [`poll_timeout`](Self::poll_timeout)
+    /// is due, what to do ([`Timeout`]): answer 408 when part of a request
+    /// came, else close. `None` when nothing is due.
+    pub fn handle_timeout(&mut self, now: u64, timeouts: &ServerTimeouts) -> Option<Timeout> {
+        if self.poll_timeout(timeouts)? > now {
+            return None;
+        }
+        Some(if self.is_receiving() {
+            Timeout::Request
+        } else {
+            Timeout::Idle
+        })
     }
 
     /// The framing of the request body still being received: `Some` from
@@ -746,6 +895,7 @@ impl ServerConnection {
     /// without content, else [`ServerEvent::Head`].
     #[inline(always)]
     fn on_head(&mut self, context: &ServerContext, input: &[u8]) -> Result<ServerEvent, Error> {
+        self.head_clock = false;
         let request = context.parser.request(input);
         let version = request.version();
         let method = RequestMethod::of(request.method());
@@ -1728,6 +1878,75 @@ mod tests {
         );
     }
 
+    // ---- timeouts, on a fake clock --------------------------------------------
+
+    const T: ServerTimeouts = ServerTimeouts {
+        head_ms: 100,
+        body_ms: 50,
+        keep_alive_ms: 1000,
+    };
+
+    #[test]
+    fn a_new_connection_that_sends_nothing_is_closed_after_the_head_timeout() {
+        let mut conn = ServerConnection::new();
+        conn.start_clock(5);
+        assert_eq!(conn.poll_timeout(&T), Some(105));
+        assert_eq!(conn.handle_timeout(104, &T), None);
+        assert_eq!(conn.handle_timeout(105, &T), Some(Timeout::Idle));
+    }
+
+    #[test]
+    fn a_head_has_its_timeout_from_its_first_byte_however_it_trickles() {
+        let mut ctx = ServerContext::default();
+        let mut conn = ServerConnection::new();
+        conn.start_clock(0);
+        conn.on_idle(0);
+        assert_eq!(conn.poll_timeout(&T), Some(1000), "keep-alive while idle");
+        let wire = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        for (at, end) in [(300, 3), (350, 10), (390, 20)] {
+            let input = conn.feed(&mut ctx, &wire[..end]).unwrap();
+            assert_eq!(input.event, ServerEvent::NeedMore);
+            conn.on_receive(at);
+            assert_eq!(
+                conn.poll_timeout(&T),
+                Some(400),
+                "from the first byte at 300"
+            );
+        }
+        assert_eq!(conn.handle_timeout(400, &T), Some(Timeout::Request));
+    }
+
+    #[test]
+    fn a_body_has_its_timeout_from_its_last_read_and_idle_from_the_response() {
+        let mut ctx = ServerContext::default();
+        let mut conn = ServerConnection::new();
+        conn.start_clock(0);
+        let wire = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nab";
+        let input = conn.feed(&mut ctx, wire).unwrap();
+        assert_eq!(input.event, ServerEvent::Head);
+        let rest = &wire[input.consumed..];
+        assert!(matches!(
+            conn.feed(&mut ctx, rest).unwrap().event,
+            ServerEvent::Body(_)
+        ));
+        conn.on_receive(10);
+        assert_eq!(conn.poll_timeout(&T), Some(60));
+        conn.on_receive(40);
+        assert_eq!(conn.poll_timeout(&T), Some(90));
+        assert_eq!(conn.handle_timeout(90, &T), Some(Timeout::Request));
+        // The rest comes in time: while the response is awaited, no read timeout.
+        assert!(matches!(
+            conn.feed(&mut ctx, b"cd").unwrap().event,
+            ServerEvent::Body(_)
+        ));
+        assert_eq!(conn.feed(&mut ctx, b"").unwrap().event, ServerEvent::End);
+        assert_eq!(conn.poll_timeout(&T), None);
+        respond(&mut conn, "/", b"abcd", &mut Vec::new());
+        conn.on_idle(500);
+        assert_eq!(conn.poll_timeout(&T), Some(1500));
+        assert_eq!(conn.handle_timeout(1500, &T), Some(Timeout::Idle));
+    }
+
     #[test]
     fn a_lifted_limit_lets_a_large_body_through() {
         let limits = ServerLimits {
@@ -2326,6 +2545,28 @@ mod tests {
             .unwrap_or(256)
     }
 
+    type Driven = (Vec<Ev>, Vec<u8>, Vec<u8>);
+
+    /// `whole` and `split` are the same run, but for one difference: fed in
+    /// pieces, a head is parsed again only once a new line could end it
+    /// (`RequestParser::parse_resumed`), so an invalid head that never ends
+    /// is refused when it outgrows a limit, not at its first bad byte.
+    /// Everything before it is the same.
+    fn same_or_deferred(whole: &Driven, split: &Driven) -> Result<(), TestCaseError> {
+        if whole != split {
+            let (w, s) = (&whole.0, &split.0);
+            prop_assert!(
+                matches!(w.last(), Some(Ev::Error(_)))
+                    && s.last() == Some(&Ev::NeedMore)
+                    && w[..w.len() - 1] == s[..s.len() - 1],
+                "{:?} vs {:?}",
+                w,
+                s
+            );
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(cases()))]
 
@@ -2338,9 +2579,9 @@ mod tests {
         ) {
             let whole = drive(&wire, &[]);
             let bytewise = drive(&wire, &vec![1; wire.len()]);
-            prop_assert_eq!(&whole, &bytewise);
+            same_or_deferred(&whole, &bytewise)?;
             let split = drive(&wire, &pieces);
-            prop_assert_eq!(&whole, &split);
+            same_or_deferred(&whole, &split)?;
             prop_assert!(whole.0.iter().any(|e| matches!(e, Ev::Head(_) | Ev::Error(_))));
         }
 
@@ -2352,19 +2593,7 @@ mod tests {
         ) {
             let whole = drive(&wire, &[]);
             let split = drive(&wire, &pieces);
-            if whole != split {
-                // Fed in pieces, a head is parsed again only once a new line
-                // could end it (`RequestParser::parse_resumed`): an invalid
-                // head that never ends is refused when it outgrows a limit,
-                // not at its first bad byte. Everything before is the same.
-                let (w, s) = (&whole.0, &split.0);
-                prop_assert!(
-                    matches!(w.last(), Some(Ev::Error(_)))
-                        && s.last() == Some(&Ev::NeedMore)
-                        && w[..w.len() - 1] == s[..s.len() - 1],
-                    "{:?} vs {:?}", w, s
-                );
-            }
+            same_or_deferred(&whole, &split)?;
         }
     }
 

@@ -14,7 +14,7 @@ use crate::Config;
 use core::ops::Range;
 use keel_http::{
     ChunkedLimits, IncomingBody, RequestTarget, ServerConnection, ServerContext, ServerEvent,
-    ServerInput, ServerLimits, StatusCode,
+    ServerInput, ServerLimits, ServerTimeouts, StatusCode, Timeout,
 };
 use keel_linux::epoll::{Epoll, Events, Interest};
 use keel_linux::io::{self as lio, PollFor};
@@ -123,10 +123,6 @@ struct Conn {
     chunked: Option<Box<ChunkedContent>>,
     /// The request at `start` has a complete head and its body goes to the handler's sink.
     sink: Option<Box<SinkBody>>,
-    /// When the first byte of the request at `start` arrived (`None`: no request begun).
-    head_since: Option<Millis>,
-    /// When bytes last arrived.
-    last_read: Millis,
     /// When a write last made progress.
     last_write: Millis,
     /// When the connection last became idle (accepted, or its last response written).
@@ -269,8 +265,6 @@ impl Conn {
             linger_deadline: None,
             chunked: None,
             sink: None,
-            head_since: None,
-            last_read: now,
             last_write: now,
             idle_since: now,
             deadline: now,
@@ -403,7 +397,7 @@ pub(crate) struct Worker<'t, H> {
     /// When the Date field next changes.
     date_due: Millis,
     /// The timeouts of `config`, in milliseconds.
-    timeouts: [Millis; 4],
+    timeouts: Timeouts,
     /// Access log lines not yet written to standard error.
     log: Vec<u8>,
     /// Access log lines dropped because standard error did not keep up.
@@ -423,10 +417,6 @@ pub(crate) struct Worker<'t, H> {
 /// than let a slow log reader hold the worker up.
 const MAX_LOG_BUFFER: usize = 1 << 20;
 
-const HEADER_READ: usize = 0;
-const BODY_READ: usize = 1;
-const KEEP_ALIVE: usize = 2;
-const WRITE: usize = 3;
 const LINGER_MS: Millis = LINGER.as_millis() as Millis;
 const ACCEPT_PAUSE_MS: Millis = ACCEPT_PAUSE.as_millis() as Millis;
 
@@ -462,14 +452,14 @@ fn interest_for(c: &Conn, pending: usize, high_water: usize) -> Interest {
     interest
 }
 
-/// The deadline of connection `c` now: the timeout (of `t`, indexed by [`HEADER_READ`]
-/// and the others) of what it is doing, from when it last made progress at it.
+/// The deadline of connection `c` now: the timeout (of `t`) of what it is doing, from
+/// when it last made progress at it.
 #[inline]
-fn deadline_for(c: &Conn, t: &[Millis; 4]) -> Millis {
+fn deadline_for(c: &Conn, t: &Timeouts) -> Millis {
     if let Some(d) = c.linger_deadline {
         d
     } else if c.unsent() > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting()) {
-        c.last_write + t[WRITE]
+        c.last_write + t.write
     } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
         wake_at.unwrap_or(NEVER)
     } else {
@@ -478,16 +468,20 @@ fn deadline_for(c: &Conn, t: &[Millis; 4]) -> Millis {
 }
 
 /// [`deadline_for`] connection `c` with nothing to write: the body, head or idle
-/// timeout, by what it is reading.
+/// timeout, by what its [`ServerConnection`] is reading.
 #[inline(always)]
-fn read_deadline(c: &Conn, t: &[Millis; 4]) -> Millis {
-    if c.body_head > 0 {
-        c.last_read + t[BODY_READ]
-    } else if let Some(since) = c.head_since {
-        since + t[HEADER_READ]
-    } else {
-        c.idle_since + t[KEEP_ALIVE]
-    }
+fn read_deadline(c: &Conn, t: &Timeouts) -> Millis {
+    c.http.poll_timeout(&t.read).unwrap_or(NEVER)
+}
+
+/// The worker's timeouts in milliseconds, each lengthened by the clock's slack.
+#[derive(Clone, Copy, Debug)]
+struct Timeouts {
+    /// The head, body and keep-alive timeouts, which each connection's
+    /// [`ServerConnection`] applies.
+    read: ServerTimeouts,
+    /// Without progress writing a response.
+    write: Millis,
 }
 
 /// [`Worker::flush`] then [`Worker::arm`] for plain connection `c` (slot `i` of
@@ -500,7 +494,7 @@ fn flush_and_arm_plain(
     i: usize,
     generation: u32,
     now: Millis,
-    timeouts: &[Millis; 4],
+    timeouts: &Timeouts,
     high_water: usize,
     epoll: &Epoll,
     wheel: &mut Wheel,
@@ -511,6 +505,7 @@ fn flush_and_arm_plain(
         c.output.clear();
         c.written = 0;
         c.idle_since = now;
+        c.http.on_idle(now);
         if c.output.capacity() > MAX_IDLE_OUTPUT {
             c.output = Vec::new();
         }
@@ -528,7 +523,7 @@ fn flush_and_arm_plain(
         epoll.modify(&c.fd, i as u64, interest)?;
     }
     c.deadline = if pending > 0 {
-        c.last_write + timeouts[WRITE]
+        c.last_write + timeouts.write
     } else {
         read_deadline(c, timeouts)
     };
@@ -689,7 +684,18 @@ impl<'t, H: Handler> Worker<'t, H> {
         epoll.add(&signals, SIGNALS, Interest::READABLE)?;
         let wake = Arc::new(WakeQueue::new()?);
         epoll.add(&wake.fd, WAKE, Interest::READABLE)?;
+        // Lengthened by the slack once here: deadlines are `now` plus these.
+        let t = |d: Duration| millis(d).saturating_add(clock_slack);
+        let timeouts = Timeouts {
+            read: ServerTimeouts {
+                head_ms: t(config.timeouts.header_read),
+                body_ms: t(config.timeouts.body_read),
+                keep_alive_ms: t(config.timeouts.keep_alive),
+            },
+            write: t(config.timeouts.write),
+        };
         let context = ServerContext::new(ServerLimits {
+            timeouts: timeouts.read,
             head: config.limits,
             chunked: ChunkedLimits {
                 max_body_size: config.max_body_size,
@@ -727,14 +733,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             now: 0,
             wall_base: (0, SystemTime::now()),
             date_due: 0,
-            timeouts: [
-                config.timeouts.header_read,
-                config.timeouts.body_read,
-                config.timeouts.keep_alive,
-                config.timeouts.write,
-            ]
-            // Lengthened by the slack once here: deadlines are `now` plus these.
-            .map(|t| millis(t).saturating_add(clock_slack)),
+            timeouts,
             clock_slack,
             log: Vec::new(),
             log_dropped: 0,
@@ -926,9 +925,9 @@ impl<'t, H: Handler> Worker<'t, H> {
     }
 
     /// Connection `i`'s deadline passed: a request begun gets 408 (RFC 9110 §15.5.9) and
-    /// a lingering close; an idle, lingering or stuck-writing connection is dropped,
-    /// except an idle one while shutting down, whose grace ended: it is half-closed and
-    /// lingers (see [`Worker::end_idle_grace`]).
+    /// a lingering close, as its [`ServerConnection`] decides; an idle, lingering or
+    /// stuck-writing connection is dropped, except an idle one while shutting down, whose
+    /// grace ended: it is half-closed and lingers (see [`Worker::end_idle_grace`]).
     fn time_out(&mut self, i: usize) {
         let Some(c) = self.conns[i].as_mut() else {
             return;
@@ -949,19 +948,21 @@ impl<'t, H: Handler> Worker<'t, H> {
             // The client stopped taking the body.
             return self.drop_conn(i);
         }
-        // Bytes of a request arrived (a connection that never sent any is just closed).
-        let receiving = c.start < c.input.len() || c.body_head > 0;
-        if c.linger_deadline.is_none() && c.unsent() == 0 && receiving && !c.closing {
-            c.head_since = None;
+        let reading = c.linger_deadline.is_none() && c.unsent() == 0 && !c.closing;
+        let expired = if reading {
+            c.http.handle_timeout(self.now, &self.timeouts.read)
+        } else {
+            None
+        };
+        if expired == Some(Timeout::Request) {
             fail(c, &self.date, StatusCode::REQUEST_TIMEOUT);
             self.flush(i);
             self.arm(i);
-        } else if self.idle_grace.is_some()
-            && c.linger_deadline.is_none()
-            && c.unsent() == 0
-            && !receiving
-        {
+        } else if reading && self.idle_grace.is_some() && !c.http.is_receiving() {
             self.end_idle_grace(i);
+        } else if reading && expired.is_none() {
+            // Not due after all (an earlier deadline of another kind was filed).
+            self.arm(i);
         } else {
             self.drop_conn(i);
         }
@@ -1143,8 +1144,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                     if self.config.access_log {
                         c.peer = socket::peer_addr(&c.fd).ok().map(Box::new);
                     }
-                    c.head_since = Some(self.now);
-                    c.deadline = self.now + self.timeouts[HEADER_READ];
+                    c.http.start_clock(self.now);
+                    c.deadline = self.now + self.timeouts.read.head_ms;
                     c.refile_deadline(&mut self.wheel, i, self.generations[i]);
                     self.conns[i] = Some(c);
                     self.live += 1;
@@ -1247,13 +1248,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     eof = true;
                     0
                 }
-                Ok(n) => {
-                    c.last_read = self.now;
-                    if c.head_since.is_none() {
-                        c.head_since = Some(self.now);
-                    }
-                    n
-                }
+                Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => {
@@ -1470,6 +1465,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.output.clear();
             c.written = 0;
             c.idle_since = self.now;
+            c.http.on_idle(self.now);
             if c.output.capacity() > MAX_IDLE_OUTPUT {
                 c.output = Vec::new();
             }
@@ -1769,7 +1765,17 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// owed (see [`Conn::owed`]): the caller sends or pays it before the readiness
     /// event ends.
     fn process(&mut self, i: usize) -> Next {
-        let now = self.now;
+        let next = self.process_requests(i);
+        if let Some(c) = self.conns[i].as_mut() {
+            // Bytes were fed: the machine's head or body timeout runs from now.
+            c.http.on_receive(self.now);
+        }
+        next
+    }
+
+    /// [`Worker::process`] but the clock.
+    #[inline(always)]
+    fn process_requests(&mut self, i: usize) -> Next {
         let shutting_down = self.shutdown_deadline.is_some();
         let Worker {
             conns,
@@ -1946,15 +1952,12 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.start += consumed;
             c.chunked = None;
             if c.start < c.input.len() {
-                // The next pipelined request, as some bytes of it are here, began now.
-                c.head_since = Some(now);
                 if framing.close {
                     c.closing = true;
                     c.unusual = true;
                     return Next::Read;
                 }
             } else {
-                c.head_since = None;
                 if framing.close {
                     c.closing = true;
                     c.unusual = true;
