@@ -34,21 +34,19 @@ pub struct ServerLimits {
     /// ([RFC 9112 §3](https://www.rfc-editor.org/rfc/rfc9112#section-3),
     /// [§5](https://www.rfc-editor.org/rfc/rfc9112#section-5)).
     pub head: Limits,
-    /// Limits for each chunked request body, its decoded size included
-    /// (`max_body_size`, 413)
-    /// ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1)).
+    /// Limits for each chunked request body
+    /// ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1));
+    /// its decoded size is held to the smaller of its `max_body_size` and
+    /// this struct's (413).
     pub chunked: ChunkedLimits,
-    /// Maximum `Content-Length` of a request body in bytes (default
-    /// `u64::MAX`, no limit). A larger value is [`Error::BodyTooLarge`]
+    /// Maximum size of a request body in bytes (default `u64::MAX`, no
+    /// limit): its `Content-Length`, or the decoded size of a chunked body. A larger value is [`Error::BodyTooLarge`]
     /// (413), reported by the first `feed` after the head, before any body
     /// byte is used (and no `100 Continue` is offered), unless the driver
     /// lifted the limit for that body
     /// ([`ServerConnection::lift_body_limit`])
     /// ([RFC 9110 §15.5.14](https://www.rfc-editor.org/rfc/rfc9110#section-15.5.14)).
     pub max_body_size: u64,
-    /// How long the connection waits for each part of a request
-    /// ([`ServerConnection::poll_timeout`]).
-    pub timeouts: ServerTimeouts,
 }
 
 impl Default for ServerLimits {
@@ -57,7 +55,6 @@ impl Default for ServerLimits {
             head: Limits::default(),
             chunked: ChunkedLimits::default(),
             max_body_size: u64::MAX,
-            timeouts: ServerTimeouts::default(),
         }
     }
 }
@@ -128,6 +125,19 @@ impl ServerContext {
         Self {
             parser: RequestParser::new(limits.head),
             limits,
+        }
+    }
+
+    /// The chunked decoder's limits: [`ServerLimits::chunked`] with the
+    /// smaller of the two body size limits.
+    fn chunked_limits(&self) -> ChunkedLimits {
+        ChunkedLimits {
+            max_body_size: self
+                .limits
+                .chunked
+                .max_body_size
+                .min(self.limits.max_body_size),
+            ..self.limits.chunked
         }
     }
 
@@ -877,7 +887,7 @@ impl ServerConnection {
             Reading::Body(IncomingBody::Chunked) => {
                 let decoder = self
                     .decoder
-                    .get_or_insert_with(|| Box::new(ChunkedDecoder::new(context.limits.chunked)));
+                    .get_or_insert_with(|| Box::new(ChunkedDecoder::new(context.chunked_limits())));
                 let decoded = decoder.decode(input)?;
                 let event = match decoded.event {
                     ChunkEvent::Data(range) => ServerEvent::Body(range),
@@ -926,7 +936,8 @@ impl ServerConnection {
                 match self.decoder.as_mut() {
                     Some(decoder) => decoder.reset(),
                     None => {
-                        self.decoder = Some(Box::new(ChunkedDecoder::new(context.limits.chunked)));
+                        self.decoder =
+                            Some(Box::new(ChunkedDecoder::new(context.chunked_limits())));
                     }
                 }
                 IncomingBody::Chunked
@@ -1945,6 +1956,21 @@ mod tests {
         conn.on_idle(500);
         assert_eq!(conn.poll_timeout(&T), Some(1500));
         assert_eq!(conn.handle_timeout(1500, &T), Some(Timeout::Idle));
+    }
+
+    #[test]
+    fn max_body_size_holds_a_chunked_body_too() {
+        let mut ctx = ServerContext::new(ServerLimits {
+            max_body_size: 4,
+            ..ServerLimits::default()
+        });
+        let mut conn = ServerConnection::new();
+        let wire =
+            b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n";
+        let input = conn.feed(&mut ctx, wire).unwrap();
+        assert_eq!(input.event, ServerEvent::Head);
+        let err = conn.feed(&mut ctx, &wire[input.consumed..]).unwrap_err();
+        assert_eq!(err.status_hint(), StatusCode::CONTENT_TOO_LARGE);
     }
 
     #[test]

@@ -13,8 +13,8 @@ use crate::timer::{Entry, Millis, Wheel, NOT_FILED};
 use crate::Config;
 use core::ops::Range;
 use keel_http::{
-    ChunkedLimits, IncomingBody, RequestTarget, ServerConnection, ServerContext, ServerEvent,
-    ServerInput, ServerLimits, ServerTimeouts, StatusCode, Timeout,
+    IncomingBody, RequestTarget, ServerConnection, ServerContext, ServerEvent, ServerInput,
+    ServerTimeouts, StatusCode, Timeout,
 };
 use keel_linux::epoll::{Epoll, Events, Interest};
 use keel_linux::io::{self as lio, PollFor};
@@ -694,15 +694,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             },
             write: t(config.timeouts.write),
         };
-        let context = ServerContext::new(ServerLimits {
-            timeouts: timeouts.read,
-            head: config.limits,
-            chunked: ChunkedLimits {
-                max_body_size: config.max_body_size,
-                ..ChunkedLimits::default()
-            },
-            max_body_size: config.max_body_size,
-        });
+        let context = ServerContext::new(config.limits);
         Ok(Worker {
             tls,
             tls_in: if tls.is_some() {
