@@ -94,6 +94,7 @@ pub mod compat;
 pub mod conditional;
 mod date;
 mod error;
+mod method;
 mod request;
 mod response;
 mod response_parser;
@@ -112,6 +113,7 @@ pub use client::{
 };
 pub use date::HttpDate;
 pub use error::Error;
+pub use method::Method;
 pub use request::{
     BodyLength, FieldLine, Fields, Limits, Request, RequestParser, RequestTarget, Status,
 };

@@ -25,7 +25,7 @@
 
 use clap::Parser;
 use keel_server::{
-    header, BodySink, Config, Header, Params, Request, Response, Router, Server, StatusCode,
+    header, BodySink, Config, Header, Request, Response, Router, Server, StatusCode,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -84,20 +84,20 @@ fn json(res: &mut Response, status: StatusCode, value: &impl Serialize) {
     serde_json::to_writer(res.body_mut(), value).expect("serialize into a Vec");
 }
 
-fn health(_req: &Request<'_>, _params: &Params<'_>, res: &mut Response) {
+fn health(_req: &Request<'_>, res: &mut Response) {
     res.static_header(APPLICATION_JSON)
         .static_body(br#"{"status":"ok"}"#);
 }
 
-fn list_users(users: &mut Users, _req: &Request<'_>, _params: &Params<'_>, res: &mut Response) {
+fn list_users(users: &mut Users, _req: &Request<'_>, res: &mut Response) {
     let list: Vec<User<'_>> = users.iter().map(|(&id, &name)| User { id, name }).collect();
     json(res, StatusCode::OK, &list);
 }
 
-fn user(users: &mut Users, _req: &Request<'_>, params: &Params<'_>, res: &mut Response) {
+fn user(users: &mut Users, req: &Request<'_>, res: &mut Response) {
     // The pattern has `:id`, so it is always captured; the ID is compared still
     // percent-encoded, which is fine for these plain numeric IDs.
-    let id = params.get("id").unwrap_or_default();
+    let id = req.param("id").unwrap_or_default();
     match users.get(id) {
         Some(&name) => json(res, StatusCode::OK, &User { id, name }),
         None => json(
@@ -111,7 +111,7 @@ fn user(users: &mut Users, _req: &Request<'_>, params: &Params<'_>, res: &mut Re
     }
 }
 
-fn echo(req: &Request<'_>, _params: &Params<'_>, res: &mut Response) {
+fn echo(req: &Request<'_>, res: &mut Response) {
     match std::str::from_utf8(req.body()) {
         Ok(text) => json(res, StatusCode::OK, &text),
         Err(_) => json(
@@ -125,12 +125,12 @@ fn echo(req: &Request<'_>, _params: &Params<'_>, res: &mut Response) {
     }
 }
 
-fn file(_req: &Request<'_>, params: &Params<'_>, res: &mut Response) {
+fn file(req: &Request<'_>, res: &mut Response) {
     #[derive(Serialize)]
     struct File<'a> {
         path: &'a str,
     }
-    let path = params.get("path").unwrap_or_default();
+    let path = req.param("path").unwrap_or_default();
     json(res, StatusCode::OK, &File { path });
 }
 
@@ -169,7 +169,7 @@ impl BodySink for Upload {
     }
 }
 
-fn upload(_: &mut Users, _req: &Request<'_>, _params: &Params<'_>) -> Box<dyn BodySink> {
+fn upload(_: &mut Users, _req: &Request<'_>) -> Box<dyn BodySink> {
     Box::new(Upload {
         bytes: 0,
         fnv1a: 0xcbf2_9ce4_8422_2325,

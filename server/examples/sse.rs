@@ -18,7 +18,7 @@
 use clap::Parser;
 use keel_http::{write_comment, write_event, SseEvent};
 use keel_server::{
-    header, Config, Header, Params, Request, Response, Router, Server, StreamContext, StreamPoll,
+    header, Config, Header, Request, Response, Router, Server, StreamContext, StreamPoll,
     TcpKeepalive, Waker,
 };
 use std::sync::{Arc, Mutex};
@@ -82,7 +82,7 @@ fn query_u64(req: &Request<'_>, name: &str) -> Option<u64> {
 
 /// `GET /events`: a stream of ticks, one every `interval_ms`, resuming after the client's
 /// `Last-Event-ID` (the EventSource reconnection rule).
-fn events(req: &Request<'_>, _: &Params<'_>, res: &mut Response) {
+fn events(req: &Request<'_>, res: &mut Response) {
     let count = query_u64(req, "count").unwrap_or(10);
     let interval = Duration::from_millis(query_u64(req, "interval_ms").unwrap_or(1000));
     let mut next = req
@@ -160,7 +160,7 @@ fn broadcast(clock: &Arc<Mutex<Clock>>, req: &Request<'_>, res: &mut Response) {
 }
 
 /// `GET /chunked`: `pieces` pieces of `size` bytes each, length unknown in advance.
-fn chunked(req: &Request<'_>, _: &Params<'_>, res: &mut Response) {
+fn chunked(req: &Request<'_>, res: &mut Response) {
     let pieces = query_u64(req, "pieces").unwrap_or(3);
     let size = query_u64(req, "size").unwrap_or(5).min(1 << 20) as usize;
     let mut sent = 0;
@@ -176,7 +176,7 @@ fn chunked(req: &Request<'_>, _: &Params<'_>, res: &mut Response) {
 }
 
 /// `GET /sized`: `len` bytes with a declared length, 1000 per poll.
-fn sized(req: &Request<'_>, _: &Params<'_>, res: &mut Response) {
+fn sized(req: &Request<'_>, res: &mut Response) {
     let len = query_u64(req, "len").unwrap_or(2500);
     let mut left = len;
     res.static_header(TEXT_PLAIN).stream_with_length(
@@ -195,7 +195,7 @@ fn sized(req: &Request<'_>, _: &Params<'_>, res: &mut Response) {
 }
 
 /// `GET /short`: a stream that breaks its declared length.
-fn short(_: &Request<'_>, _: &Params<'_>, res: &mut Response) {
+fn short(_: &Request<'_>, res: &mut Response) {
     res.stream_with_length(10, |buf: &mut Vec<u8>, _: &StreamContext<'_>| {
         buf.extend_from_slice(b"abcd");
         StreamPoll::End
@@ -228,7 +228,7 @@ fn main() -> Result<(), keel_server::Error> {
             });
             Router::with_state(clock)
                 .get("/events", events)
-                .route_with_state("GET", "/broadcast", |clock, req, _params, res| {
+                .route_with_state("GET", "/broadcast", |clock, req, res| {
                     broadcast(clock, req, res)
                 })
                 .get("/chunked", chunked)

@@ -1,6 +1,7 @@
 //! What an application gives the server: a [`Handler`] that turns a [`Request`] into a
 //! [`Response`].
 
+use crate::router::Params;
 use crate::stream::BodyStream;
 use keel_http::syntax::{is_ows, is_token};
 use keel_http::{LengthField, ResponseBody, ResponseFraming, StatusCode, Version};
@@ -16,11 +17,41 @@ use std::ops::Deref;
 pub struct Request<'a> {
     head: keel_http::Request<'a>,
     content: &'a [u8],
+    params: Option<&'a Params<'a>>,
 }
 
 impl<'a> Request<'a> {
     pub(crate) fn new(head: keel_http::Request<'a>, content: &'a [u8]) -> Self {
-        Request { head, content }
+        Request {
+            head,
+            content,
+            params: None,
+        }
+    }
+
+    /// The same request with the path parameters a route captured.
+    pub(crate) fn with_params<'b>(&self, params: &'b Params<'b>) -> Request<'b>
+    where
+        'a: 'b,
+    {
+        Request {
+            head: self.head,
+            content: self.content,
+            params: Some(params),
+        }
+    }
+
+    /// The path parameters captured by the [`Router`](crate::Router) route that took the
+    /// request (see [`Params`]); `None` outside a route.
+    pub fn params(&self) -> Option<&'a Params<'a>> {
+        self.params
+    }
+
+    /// The value the route captured for the path parameter or wildcard `name` (without
+    /// its `:` or `*`), still percent-encoded, as [`Params::get`] gives it; `None` when
+    /// the route has no such name, or the request did not come through a route.
+    pub fn param(&self, name: &str) -> Option<&'a str> {
+        self.params?.get(name)
     }
 
     /// The message body's content (RFC 9110 §6.4): the bytes after the header section for
@@ -849,8 +880,11 @@ pub trait Handler {
     ///
     /// The default returns `None`: the body is buffered (up to `max_body_size`) and handed
     /// to [`Handler::handle`].
-    fn body_sink(&mut self, head: &keel_http::Request<'_>) -> Option<Box<dyn BodySink>> {
-        let _ = head;
+    ///
+    /// `req` is the request as [`Handler::handle`] would get it, but its
+    /// [`Request::body`] is empty: the body has not arrived yet.
+    fn body_sink(&mut self, req: &Request<'_>) -> Option<Box<dyn BodySink>> {
+        let _ = req;
         None
     }
 }
@@ -876,6 +910,39 @@ where
 {
     fn handle(&mut self, req: &Request<'_>, res: &mut Response) {
         self(req, res)
+    }
+}
+
+/// Makes a [`Handler`] of a closure whose parameter types Rust infers from this
+/// function's bound, as hyper's `service_fn` does: `handler_fn(|req, res| ...)` where a
+/// bare closure given to a generic `H: Handler` needs its types spelled out
+/// (`|req: &Request<'_>, res: &mut Response|`).
+///
+/// ```
+/// use keel_server::{handler_fn, Handler};
+/// let mut hello = handler_fn(|_req, res| {
+///     res.body(b"Hello, World!");
+/// });
+/// # fn takes(_: &mut impl Handler) {}
+/// # takes(&mut hello);
+/// ```
+pub fn handler_fn<F>(f: F) -> HandlerFn<F>
+where
+    F: FnMut(&Request<'_>, &mut Response),
+{
+    HandlerFn(f)
+}
+
+/// The [`Handler`] [`handler_fn`] makes of a closure.
+#[derive(Clone, Copy, Debug)]
+pub struct HandlerFn<F>(F);
+
+impl<F> Handler for HandlerFn<F>
+where
+    F: FnMut(&Request<'_>, &mut Response),
+{
+    fn handle(&mut self, req: &Request<'_>, res: &mut Response) {
+        (self.0)(req, res)
     }
 }
 

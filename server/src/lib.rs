@@ -69,8 +69,8 @@ mod worker;
 
 pub use config::{Config, Timeouts};
 pub use error::Error;
-pub use handler::{BodySink, Handler, Header, Request, Response};
-pub use keel_http::{ChunkedLimits, Limits, ServerLimits, StatusCode};
+pub use handler::{handler_fn, BodySink, Handler, HandlerFn, Header, Request, Response};
+pub use keel_http::{ChunkedLimits, Limits, Method, ServerLimits, StatusCode};
 pub use keel_linux::socket::TcpKeepalive;
 pub use prefork::Server;
 pub use router::{Params, Router};

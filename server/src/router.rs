@@ -68,14 +68,14 @@
 //! use keel_server::router::{Match, Router};
 //!
 //! let router = Router::new()
-//!     .get("/users/:id", |_req, params, res| {
-//!         let id = params.get("id").unwrap_or_default();
+//!     .get("/users/:id", |req, res| {
+//!         let id = req.param("id").unwrap_or_default();
 //!         res.body(id.as_bytes());
 //!     })
-//!     .get("/users/me", |_req, _params, res| {
+//!     .get("/users/me", |_req, res| {
 //!         res.body(b"me");
 //!     })
-//!     .post("/users", |_req, _params, _res| {});
+//!     .post("/users", |_req, _res| {});
 //!
 //! // Static beats parameter.
 //! let Match::Found { pattern, .. } = router.find(b"GET", b"/users/me") else { panic!() };
@@ -103,13 +103,13 @@ pub const MAX_PARAMS: usize = 8;
 
 /// A route handler that takes no state: any
 /// `FnMut(&Request, &Params, &mut Response)` closure.
-type PlainFn = dyn FnMut(&Request<'_>, &Params<'_>, &mut Response);
+type PlainFn = dyn FnMut(&Request<'_>, &mut Response);
 
 /// A route handler that also gets the router's state `S`.
-type StatefulFn<S> = dyn FnMut(&mut S, &Request<'_>, &Params<'_>, &mut Response);
+type StatefulFn<S> = dyn FnMut(&mut S, &Request<'_>, &mut Response);
 
 /// A route that takes its request body piece by piece: makes the body's sink.
-type SinkFn<S> = dyn FnMut(&mut S, &Request<'_>, &Params<'_>) -> Box<dyn BodySink>;
+type SinkFn<S> = dyn FnMut(&mut S, &Request<'_>) -> Box<dyn BodySink>;
 
 /// Dispatches requests by method and path pattern to route handlers; a [`Handler`].
 ///
@@ -130,8 +130,8 @@ type SinkFn<S> = dyn FnMut(&mut S, &Request<'_>, &Params<'_>) -> Box<dyn BodySin
 /// fn main() -> Result<(), keel_server::Error> {
 ///     let server = Server::bind(Config::new("127.0.0.1:8080".parse().unwrap()))?;
 ///     server.run(|| {
-///         Router::new().get("/hello/:name", |_req, params, res| {
-///             res.body(params.get("name").unwrap_or_default().as_bytes());
+///         Router::new().get("/hello/:name", |req, res| {
+///             res.body(req.param("name").unwrap_or_default().as_bytes());
 ///         })
 ///     })
 /// }
@@ -353,7 +353,7 @@ impl<S> Router<S> {
     ///   agree.
     pub fn route<F>(mut self, method: &str, pattern: &str, handler: F) -> Self
     where
-        F: FnMut(&Request<'_>, &Params<'_>, &mut Response) + 'static,
+        F: FnMut(&Request<'_>, &mut Response) + 'static,
     {
         self.insert(method, pattern, Endpoint::Plain(Box::new(handler)));
         self
@@ -367,7 +367,7 @@ impl<S> Router<S> {
     /// As [`Router::route`].
     pub fn route_with_state<F>(mut self, method: &str, pattern: &str, handler: F) -> Self
     where
-        F: FnMut(&mut S, &Request<'_>, &Params<'_>, &mut Response) + 'static,
+        F: FnMut(&mut S, &Request<'_>, &mut Response) + 'static,
     {
         self.insert(method, pattern, Endpoint::Stateful(Box::new(handler)));
         self
@@ -377,14 +377,15 @@ impl<S> Router<S> {
     /// arrives, to the [`BodySink`] that `make_sink` returns for the request (see
     /// [`Handler::body_sink`]); the sink's [`BodySink::finish`] makes the response. The
     /// server's `max_body_size` does not apply: the sink refuses what it will not take.
-    /// `make_sink` gets the router's state, the request head and the path parameters.
+    /// `make_sink` gets the router's state and the request head, with its path
+    /// parameters ([`Request::param`]).
     ///
     /// # Panics
     ///
     /// As [`Router::route`].
     pub fn route_body_sink<F>(mut self, method: &str, pattern: &str, make_sink: F) -> Self
     where
-        F: FnMut(&mut S, &Request<'_>, &Params<'_>) -> Box<dyn BodySink> + 'static,
+        F: FnMut(&mut S, &Request<'_>) -> Box<dyn BodySink> + 'static,
     {
         self.insert(method, pattern, Endpoint::Sink(Box::new(make_sink)));
         self
@@ -399,7 +400,7 @@ impl<S> Router<S> {
     /// As [`Router::route`].
     pub fn get<F>(self, pattern: &str, handler: F) -> Self
     where
-        F: FnMut(&Request<'_>, &Params<'_>, &mut Response) + 'static,
+        F: FnMut(&Request<'_>, &mut Response) + 'static,
     {
         self.route("GET", pattern, handler)
     }
@@ -412,7 +413,7 @@ impl<S> Router<S> {
     /// As [`Router::route`].
     pub fn post<F>(self, pattern: &str, handler: F) -> Self
     where
-        F: FnMut(&Request<'_>, &Params<'_>, &mut Response) + 'static,
+        F: FnMut(&Request<'_>, &mut Response) + 'static,
     {
         self.route("POST", pattern, handler)
     }
@@ -425,7 +426,7 @@ impl<S> Router<S> {
     /// As [`Router::route`].
     pub fn put<F>(self, pattern: &str, handler: F) -> Self
     where
-        F: FnMut(&Request<'_>, &Params<'_>, &mut Response) + 'static,
+        F: FnMut(&Request<'_>, &mut Response) + 'static,
     {
         self.route("PUT", pattern, handler)
     }
@@ -438,7 +439,7 @@ impl<S> Router<S> {
     /// As [`Router::route`].
     pub fn delete<F>(self, pattern: &str, handler: F) -> Self
     where
-        F: FnMut(&Request<'_>, &Params<'_>, &mut Response) + 'static,
+        F: FnMut(&Request<'_>, &mut Response) + 'static,
     {
         self.route("DELETE", pattern, handler)
     }
@@ -451,7 +452,7 @@ impl<S> Router<S> {
     /// As [`Router::route`].
     pub fn patch<F>(self, pattern: &str, handler: F) -> Self
     where
-        F: FnMut(&Request<'_>, &Params<'_>, &mut Response) + 'static,
+        F: FnMut(&Request<'_>, &mut Response) + 'static,
     {
         self.route("PATCH", pattern, handler)
     }
@@ -718,7 +719,7 @@ impl<S> Route<S> {
 impl<S> Handler for Router<S> {
     /// Makes the sink of a route added with [`Router::route_body_sink`], when `head`
     /// matches one; `None` otherwise (the body is buffered for [`Handler::handle`]).
-    fn body_sink(&mut self, head: &keel_http::Request<'_>) -> Option<Box<dyn BodySink>> {
+    fn body_sink(&mut self, head: &Request<'_>) -> Option<Box<dyn BodySink>> {
         let path = head.path();
         let Resolved::Found(i, captures) = self.resolve(head.method(), path) else {
             return None;
@@ -732,7 +733,7 @@ impl<S> Handler for Router<S> {
             names: &route.names,
             captures,
         };
-        Some(f(&mut self.state, &Request::new(*head, &[]), &params))
+        Some(f(&mut self.state, &head.with_params(&params)))
     }
 
     /// Calls the route that matches `req` (see [`Router::find`]), or answers `404 Not
@@ -747,11 +748,12 @@ impl<S> Handler for Router<S> {
                     names: &route.names,
                     captures,
                 };
+                let req = &req.with_params(&params);
                 match &mut route.endpoint {
-                    Endpoint::Plain(f) => f(req, &params, res),
-                    Endpoint::Stateful(f) => f(&mut self.state, req, &params, res),
+                    Endpoint::Plain(f) => f(req, res),
+                    Endpoint::Stateful(f) => f(&mut self.state, req, res),
                     // A request without a body: the sink gets no data.
-                    Endpoint::Sink(f) => f(&mut self.state, req, &params).finish(req, res),
+                    Endpoint::Sink(f) => f(&mut self.state, req).finish(req, res),
                 }
             }
             Resolved::MethodNotAllowed => {
@@ -789,7 +791,8 @@ mod tests {
     /// A router whose every route answers `"{method} {pattern} {params:?}"`.
     fn table(routes: &[(&'static str, &'static str)]) -> Router {
         routes.iter().fold(Router::new(), |r, &(method, pattern)| {
-            r.route(method, pattern, move |_req, params, res| {
+            r.route(method, pattern, move |req, res| {
+                let params = req.params().expect("a routed request has its parameters");
                 let text = format!("{method} {pattern} {params:?}");
                 res.body(text.as_bytes());
             })
@@ -1106,7 +1109,7 @@ mod tests {
             .collect();
         let router = patterns
             .iter()
-            .fold(Router::new(), |r, &p| r.get(p, |_, _, _| {}));
+            .fold(Router::new(), |r, &p| r.get(p, |_, _| {}));
         for (i, p) in patterns.iter().enumerate() {
             let path = format!("/r{i}/x/s{}", i % 7);
             let Match::Found {
@@ -1160,11 +1163,11 @@ mod tests {
     #[test]
     fn handle_answers_404_405_and_calls_routes() {
         let mut router = Router::new()
-            .get("/users/:id", |req, params, res| {
-                res.header("X-Id", params.get("id").unwrap_or_default())
+            .get("/users/:id", |req, res| {
+                res.header("X-Id", req.param("id").unwrap_or_default())
                     .body(req.query().unwrap_or_default());
             })
-            .post("/echo", |req, _params, res| {
+            .post("/echo", |req, res| {
                 res.body(req.body());
             });
         let text = serve(&mut router, "GET", "/users/7?q=1", "");
@@ -1196,12 +1199,12 @@ mod tests {
     fn state_and_fnmut_handlers() {
         let mut calls = 0;
         let mut router = Router::with_state(Vec::<String>::new())
-            .route_with_state("PUT", "/log/:line", |log, _req, params, res| {
-                log.push(params.get("line").unwrap_or_default().into());
+            .route_with_state("PUT", "/log/:line", |log, req, res| {
+                log.push(req.param("line").unwrap_or_default().into());
                 let n = log.len().to_string();
                 res.body(n.as_bytes());
             })
-            .get("/count", move |_req, _params, res| {
+            .get("/count", move |_req, res| {
                 calls += 1;
                 let n = calls.to_string();
                 res.body(n.as_bytes());

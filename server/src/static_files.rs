@@ -117,8 +117,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 ///     let server = Server::bind(Config::new("127.0.0.1:8080".parse()?))?;
 ///     server.run(move || {
 ///         let files = files.clone();
-///         Router::new().get("/static/*path", move |req, params, res| {
-///             files.serve(params.get("path").unwrap_or("").as_bytes(), req, res);
+///         Router::new().get("/static/*path", move |req, res| {
+///             files.serve(req.param("path").unwrap_or("").as_bytes(), req, res);
 ///         })
 ///     })?;
 ///     Ok(())

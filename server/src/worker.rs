@@ -1841,7 +1841,8 @@ impl<'t, H: Handler> Worker<'t, H> {
                 if c.body_head > 0 {
                     // A body follows: to the handler's sink if it takes one (which
                     // sets its own size limit), else into memory.
-                    if let Some(sink) = handler.body_sink(&context.request(buf)) {
+                    let req = Request::new(context.request(buf), &[]);
+                    if let Some(sink) = handler.body_sink(&req) {
                         c.http.lift_body_limit(context);
                         c.sink = Some(Box::new(SinkBody(sink)));
                     }
