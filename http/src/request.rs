@@ -506,7 +506,9 @@ impl RequestParser {
     /// after them can end the head (no LF followed by an empty line), only
     /// the size limits are checked and the result is `Partial` without
     /// parsing, so a head arriving a byte at a time costs work linear in its
-    /// size, not quadratic; otherwise the head is parsed from its start.
+    /// size, not quadratic; otherwise the head is parsed from its start. A
+    /// head of at most 4 KiB is also parsed whenever a line of it was
+    /// completed, so that a bad line in a usual head is refused at once.
     ///
     /// # Errors
     ///
@@ -526,7 +528,13 @@ impl RequestParser {
     /// [`parse_resumed`](Self::parse_resumed) after a partial head, out of line.
     #[inline(never)]
     fn parse_resumed_partial(&mut self, buf: &[u8], scanned: usize) -> Result<Status, Error> {
-        if may_end_head(buf, scanned) {
+        // A head that may have ended is parsed. So is a small one in which a
+        // line was completed, so that a bad line is refused when it is seen,
+        // as an incremental parser would; that costs at most a few parses of
+        // EARLY_CHECK bytes per head, where parsing a large head at each new
+        // line would cost time quadratic in its size.
+        let new_line = || memchr(b'\n', buf.get(scanned..).unwrap_or_default()).is_some();
+        if may_end_head(buf, scanned) || (buf.len() <= EARLY_CHECK && new_line()) {
             return self.parse_new(buf);
         }
         if memchr(b'\n', buf).is_none() {
@@ -1235,6 +1243,10 @@ fn trim_ows_at(start: usize, value: &[u8]) -> (usize, usize) {
     let lead = value.iter().take_while(|&&b| is_ows(b)).count();
     (start + lead, start + lead + trim_ows(value).len())
 }
+
+/// A head this long or shorter, arriving slowly, is parsed again whenever a
+/// line of it is completed (see [`RequestParser::parse_resumed`]).
+const EARLY_CHECK: usize = 4096;
 
 /// Whether `buf` may hold the end of a head (an empty line) in bytes after
 /// the first `scanned`: an LF at or after `scanned - 3` followed by CRLF or

@@ -1846,6 +1846,12 @@ impl<'t, H: Handler> Worker<'t, H> {
                         c.http.lift_body_limit(context);
                         c.sink = Some(Box::new(SinkBody(sink)));
                     }
+                    // The body will be read: a client that waits for 100 (Continue) gets
+                    // it now, whether or not the body came with the head, so that the
+                    // answer does not depend on how the bytes were split into reads
+                    // (as nginx, hyper and Go do; RFC 9110 §10.1.1). Not for a body
+                    // over the limit, which is refused.
+                    c.http.send_continue(&mut c.output);
                 }
             }
             let mut finished_sink = None;
@@ -1858,11 +1864,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         content_range = body.content;
                         consumed = body.end;
                     }
-                    Ok(None) => {
-                        // Not all here yet: invite it if the client waits for that.
-                        c.http.send_continue(&mut c.output);
-                        return Next::Read;
-                    }
+                    Ok(None) => return Next::Read,
                     Err(status) => return fail(c, date, status),
                 }
                 c.body_head = 0;
