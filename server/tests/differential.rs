@@ -1,7 +1,10 @@
-//! Differential test of keel's two HTTP/1.1 server implementations (issue #23, part 1):
-//! the epoll worker of keel-server (`src/worker.rs`, through a real `echo` example process
-//! on 127.0.0.1) and the I/O-free `keel_http::ServerConnection` (driven in memory by
-//! [`Model`], with the same handler as `examples/echo.rs`).
+//! Differential test of keel-server against the I/O-free `keel_http::ServerConnection`
+//! (issue #23, part 1): the epoll worker (through a real `echo` example process on
+//! 127.0.0.1) and the machine driven in memory by [`Model`], with the same handler as
+//! `examples/echo.rs` and keel-server's policies (CONNECT gets 501, a 1xx from a handler
+//! becomes 500). It found where the worker's own HTTP code and the machine disagreed;
+//! since the worker drives the machine, it checks that the driver adds no HTTP
+//! behaviour of its own.
 //!
 //! proptest generates pipelined request streams of 1 to 5 requests: GET, HEAD, POST,
 //! CONNECT and OPTIONS; HTTP/1.0 and 1.1 with and without keep-alive,
@@ -27,10 +30,10 @@
 //! responses (interim ones included), whether the server closed the connection before
 //! the client half-closed, and any bytes that were not a response.
 //!
-//! Where the two differ today and the decision in `http/DESIGN.md` ("Server semantics:
-//! decisions") says which side is wrong, the case is listed in [`KNOWN_DIVERGENCES`]:
-//! the responses are compared only up to the first request it matches. Remove an entry
-//! when the code that is wrong is fixed; the test then checks that case too.
+//! Where the two differ and the decision in `http/DESIGN.md` ("Server semantics:
+//! decisions") says which side is wrong, the case is listed in [`KNOWN_DIVERGENCES`]
+//! (empty today): the responses are compared only up to the first request it matches.
+//! Remove an entry when the code that is wrong is fixed.
 //!
 //! Runs 64 cases by default (about 5 s); set `PROPTEST_CASES` for more. Every wait is
 //! bounded, so a server that stops answering fails the case instead of hanging it.
@@ -43,8 +46,8 @@
 mod util;
 
 use keel_http::{
-    ChunkedLimits, FieldLine, HttpDate, Limits, ResponseBody, ResponseHead, ServerConnection,
-    ServerEvent, ServerLimits, StatusCode,
+    ChunkedLimits, FieldLine, HttpDate, Limits, ResponseBody, ResponseFraming, ServerConnection,
+    ServerContext, ServerEvent, ServerLimits, StatusCode,
 };
 use proptest::prelude::*;
 use std::io::{ErrorKind, Read, Write};
@@ -466,64 +469,10 @@ struct KnownDivergence {
     matches: fn(&Case, usize) -> bool,
 }
 
-/// `pred` of request `i` of `c`.
-fn with(c: &Case, i: usize, pred: fn(&Req) -> bool) -> bool {
-    pred(&c.reqs[i])
-}
-
-/// Each matches the requests of its case in DESIGN.md as narrowly as the generator
-/// allows: a path of the echo handler, a method, a version, or for the last one a
-/// stream cut short after a head-line flaw the machine reports before the head ends.
-const KNOWN_DIVERGENCES: &[KnownDivergence] = &[
-    KnownDivergence {
-        what: "304 and Content-Length; wrong: the machine (sends it)",
-        matches: |c, i| with(c, i, |r| r.path == "/status/304"),
-    },
-    KnownDivergence {
-        what: "A 1xx status as a handler's response; wrong: the machine (interim, not 500)",
-        matches: |c, i| with(c, i, |r| r.path == "/status/103"),
-    },
-    KnownDivergence {
-        what: "A 101 from a handler to an Upgrade request; wrong: the machine (switches)",
-        matches: |c, i| with(c, i, |r| r.path == "/status/101" && r.conn == Conn::Upgrade),
-    },
-    KnownDivergence {
-        what: "A 2xx to CONNECT; wrong: the machine-driven path (calls the handler, tunnels)",
-        matches: |c, i| with(c, i, |r| r.method == Method::Connect),
-    },
-    KnownDivergence {
-        what: "100 Continue when the body has already arrived; wrong: the worker (omits it)",
-        matches: |c, i| with(c, i, |r| r.expect && r.eager && r.version() != "HTTP/1.0"),
-    },
-    KnownDivergence {
-        what: "The worker's own 500 to an HTTP/1.0 keep-alive request; wrong: the worker",
-        matches: |c, i| {
-            with(c, i, |r| {
-                r.path == "/status/101" && r.version() == "HTTP/1.0" && r.conn == Conn::KeepAlive
-            })
-        },
-    },
-    KnownDivergence {
-        what: "HEAD from an HTTP/1.0 client, body of unknown length; wrong: the worker (closes)",
-        matches: |c, i| {
-            with(c, i, |r| {
-                r.method == Method::Head && r.path == "/stream" && r.version() == "HTTP/1.0"
-            })
-        },
-    },
-    KnownDivergence {
-        what: "An invalid line in a head that has not ended; wrong: the worker (waits)",
-        matches: |c, i| {
-            let flaw = c.reqs[i].flaw;
-            i + 1 == c.reqs.len()
-                && c.truncate.is_some()
-                && matches!(
-                    flaw,
-                    Flaw::SpaceBeforeColon | Flaw::ObsFold | Flaw::BadVersion | Flaw::ManyFields
-                )
-        },
-    },
-];
+/// Empty since the worker drives `ServerConnection`: every decision of DESIGN.md holds
+/// on both sides. A new one is listed here, matched as narrowly as the generator
+/// allows (a path of the echo handler, a method, a version), until it is fixed.
+const KNOWN_DIVERGENCES: &[KnownDivergence] = &[];
 
 // ---------------------------------------------------------------------------------------
 // The client
@@ -818,6 +767,7 @@ impl Transport for Tcp {
 /// `Content-Length: 0`, and close once the machine says so.
 struct Model {
     conn: ServerConnection,
+    context: ServerContext,
     input: Vec<u8>,
     output: Vec<u8>,
     /// The method and path of the request being received, and its content so far.
@@ -838,14 +788,12 @@ impl Model {
     fn new() -> Model {
         let limits = ServerLimits {
             head: Limits::default(),
-            chunked: ChunkedLimits {
-                max_body_size: MAX_BODY,
-                ..ChunkedLimits::default()
-            },
+            chunked: ChunkedLimits::default(),
             max_body_size: MAX_BODY,
         };
         Model {
-            conn: ServerConnection::new(limits),
+            conn: ServerConnection::new(),
+            context: ServerContext::new(limits),
             input: Vec::new(),
             output: Vec::new(),
             method: Vec::new(),
@@ -859,18 +807,26 @@ impl Model {
     /// Feeds the input until the machine needs more, pauses or ends.
     fn run(&mut self) {
         while !self.done {
-            let input = match self.conn.feed(&self.input) {
+            let input = match self.conn.feed(&mut self.context, &self.input) {
                 Ok(input) => input,
-                Err(_) => return self.fail(),
+                Err(e) => return self.fail(e.status_hint()),
             };
             match input.event {
-                ServerEvent::Head => {
-                    let req = self.conn.request(&self.input);
+                ServerEvent::Head | ServerEvent::Request => {
+                    let req = self.context.request(&self.input);
                     self.method = req.method().to_vec();
                     self.path = req.path().to_vec();
                     self.content.clear();
-                    // The echo handler wants every body.
-                    self.conn.send_continue(&mut self.output);
+                    // keel-server's policy: it does not tunnel.
+                    if req.method() == keel_http::Method::CONNECT {
+                        return self.fail(StatusCode::NOT_IMPLEMENTED);
+                    }
+                    if input.event == ServerEvent::Request {
+                        self.respond();
+                    } else {
+                        // The echo handler wants every body.
+                        self.conn.send_continue(&mut self.output);
+                    }
                 }
                 ServerEvent::Body(range) => self.content.extend_from_slice(&self.input[range]),
                 ServerEvent::End => self.respond(),
@@ -880,7 +836,7 @@ impl Model {
                         match self.conn.handle_eof() {
                             // Paused cannot come: every request is answered at its end.
                             Ok(_) => self.done = true,
-                            Err(_) => return self.fail(),
+                            Err(_) => self.done = true,
                         }
                     }
                     return;
@@ -891,19 +847,30 @@ impl Model {
         }
     }
 
-    fn fail(&mut self) {
-        if let Some(status) = self.conn.error_response_status() {
-            let head = ResponseHead {
-                status,
-                fields: &[],
-                body: ResponseBody::ContentLength(0),
-            };
-            self.conn.send_response(&head, &date(), &mut self.output);
+    /// An error the driver answers itself, through `ServerConnection::fail`.
+    fn fail(&mut self, status: StatusCode) {
+        if self.conn.can_respond() {
+            let framing = self.conn.fail();
+            self.head(status, &[], framing);
         }
         self.done = true;
     }
 
-    /// `examples/echo.rs`, through `send_response`.
+    /// Writes a head the way keel-server does: status line, `Date`, the fields, then
+    /// the framing the connection decided.
+    fn head(&mut self, status: StatusCode, fields: &[FieldLine<'_>], framing: ResponseFraming) {
+        keel_http::write_status_line(&mut self.output, keel_http::Version::Http11, status);
+        self.output.extend_from_slice(b"Date: ");
+        self.output.extend_from_slice(date().as_bytes());
+        self.output.extend_from_slice(b"\r\n");
+        for f in fields {
+            keel_http::write_field_line(&mut self.output, f.name, f.value);
+        }
+        framing.write_end_of_head(&mut self.output);
+    }
+
+    /// `examples/echo.rs`, with keel-server's policies: a 1xx (101 included) from a
+    /// handler becomes an empty 500.
     fn respond(&mut self) {
         let text = format!(
             "{} {}\n",
@@ -917,74 +884,35 @@ impl Model {
             .and_then(|n| n.parse().ok())
             .and_then(StatusCode::new)
             .unwrap_or(StatusCode::OK);
-        let mut fields = vec![FieldLine {
+        let fields = [FieldLine {
             name: b"Content-Type",
             value: b"text/plain",
         }];
-        if self.path == b"/close" {
-            fields.push(FieldLine {
-                name: b"Connection",
-                value: b"close",
-            });
-        }
-        let code = status.as_u16();
-        if code == 101 {
-            if self.conn.is_upgrade_request() {
-                let fields = [
-                    FieldLine {
-                        name: b"Upgrade",
-                        value: b"websocket",
-                    },
-                    FieldLine {
-                        name: b"Connection",
-                        value: b"upgrade",
-                    },
-                ];
-                let head = ResponseHead {
-                    status,
-                    fields: &fields,
-                    body: ResponseBody::ContentLength(0),
-                };
-                self.conn.send_response(&head, &date(), &mut self.output);
-                return;
-            }
-            // The machine refuses a 101 to a request without Upgrade (it panics): a
-            // driver answers an empty 500 for such a handler, as the worker does.
-            return self.send(StatusCode::INTERNAL_SERVER_ERROR, &[], "");
-        }
-        // A 1xx other than 101 goes out as an interim response; the handler has no
-        // other response to give, so the final one is the default 200 (what Go does
-        // when a handler writes only a 1xx header).
-        if (100..200).contains(&code) {
-            let head = ResponseHead {
-                status,
-                fields: &fields,
-                body: ResponseBody::ContentLength(0),
-            };
-            self.conn.send_response(&head, &date(), &mut self.output);
-            return self.send(StatusCode::OK, &fields, &text);
+        let close = self.path == b"/close";
+        if status.as_u16() < 200 {
+            let framing = self.conn.start_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ResponseBody::ContentLength(0),
+                false,
+            );
+            return self.head(StatusCode::INTERNAL_SERVER_ERROR, &[], framing);
         }
         if self.path == b"/stream" {
-            let head = ResponseHead {
-                status,
-                fields: &fields,
-                body: ResponseBody::Chunked,
-            };
-            self.conn.send_response(&head, &date(), &mut self.output);
+            let framing = self
+                .conn
+                .start_response(status, ResponseBody::Chunked, close);
+            self.head(status, &fields, framing);
             self.conn.write_chunk(text.as_bytes(), &mut self.output);
             self.conn.finish_body(&mut self.output);
             return;
         }
-        self.send(status, &fields, &text);
-    }
-
-    fn send(&mut self, status: StatusCode, fields: &[FieldLine<'_>], text: &str) {
-        let head = ResponseHead {
+        let framing = self.conn.start_response(
             status,
-            fields,
-            body: ResponseBody::ContentLength(text.len() as u64),
-        };
-        if self.conn.send_response(&head, &date(), &mut self.output) {
+            ResponseBody::ContentLength(text.len() as u64),
+            close,
+        );
+        self.head(status, &fields, framing);
+        if framing.send_body {
             self.output.extend_from_slice(text.as_bytes());
         }
     }
