@@ -853,8 +853,15 @@ impl ServerConnection {
                 .parse_resumed(input, self.head_scanned as usize)?
             {
                 Status::Partial => {
-                    // Below both limits, or `parse_resumed` would have failed.
-                    self.head_scanned = u32::try_from(input.len()).unwrap_or(u32::MAX);
+                    // Below both limits, or `parse_resumed` would have failed. Empty
+                    // lines before a request-line are ignored (RFC 9112 §2.2): they
+                    // begin no head, so they start no head timeout and get no 408.
+                    let begun = input.iter().any(|&b| b != b'\r' && b != b'\n');
+                    self.head_scanned = if begun {
+                        u32::try_from(input.len()).unwrap_or(u32::MAX)
+                    } else {
+                        0
+                    };
                     (0, ServerEvent::NeedMore)
                 }
                 Status::Complete(head_len) => {
