@@ -2358,10 +2358,11 @@ fn an_empty_line_after_a_request_is_no_request() {
 /// later, `handle_eof` returns `Paused` and the connection closes after the
 /// first response, dropping `/2` unanswered, although the same bytes
 /// arrived. The outcome depends on when the driver reads the end of stream.
+/// A client that half-closes after pipelining requests gets every request it sent
+/// answered, in order, the last response with `Connection: close` (RFC 9112 §9.3.2,
+/// §9.6), whenever the server reads the end of the stream; h11 does the same.
 #[test]
-#[ignore = "bug: after handle_eof while a response is pending, \
-            pipelined requests already received are dropped unanswered"]
-fn bug_half_close_drops_received_pipelined_requests() {
+fn a_half_close_after_pipelined_requests_gets_them_all_answered() {
     run_everywhere(
         &Vector::new(
             "half-close with pipelined requests, answered later",
