@@ -567,6 +567,10 @@ pub struct ServerConnection {
     close: bool,
     /// The peer closed its side (`handle_eof`).
     peer_closed: bool,
+    /// A `feed` while the request waited for its response brought bytes: a
+    /// next request may be buffered, so the end of the stream does not make
+    /// this response the last.
+    buffered: bool,
     /// Bytes of an incomplete head seen by the last `feed` (see
     /// [`RequestParser::parse_resumed`]).
     /// (A head is at most two limits of 1 GiB each: it fits.)
@@ -598,6 +602,7 @@ impl ServerConnection {
             exchange: Exchange::NONE,
             close: false,
             peer_closed: false,
+            buffered: false,
             head_scanned: 0,
             decoder: None,
             since: 0,
@@ -857,6 +862,17 @@ impl ServerConnection {
                     // lines before a request-line are ignored (RFC 9112 §2.2): they
                     // begin no head, so they start no head timeout and get no 408.
                     let begun = input.iter().any(|&b| b != b'\r' && b != b'\n');
+                    if self.peer_closed {
+                        // The client sent everything: what is left is no request.
+                        if begun {
+                            return Err(Error::IncompleteMessage);
+                        }
+                        self.reading = Reading::Closed;
+                        return Ok(ServerInput {
+                            consumed: 0,
+                            event: ServerEvent::Closed,
+                        });
+                    }
                     self.head_scanned = if begun {
                         u32::try_from(input.len()).unwrap_or(u32::MAX)
                     } else {
@@ -872,7 +888,10 @@ impl ServerConnection {
             Reading::Failed(error) => return Err(error),
             Reading::Closed => (0, ServerEvent::Closed),
             Reading::Upgraded => (0, ServerEvent::Upgraded),
-            Reading::Done => (0, ServerEvent::Paused),
+            Reading::Done => {
+                self.buffered = !input.is_empty();
+                (0, ServerEvent::Paused)
+            }
             Reading::Body(IncomingBody::ContentLength { .. }) if self.exchange.over_limit => {
                 return Err(Error::BodyTooLarge {
                     limit: context.limits.max_body_size,
@@ -970,6 +989,7 @@ impl ServerConnection {
         self.writing = Writing::Idle;
         self.exchange = Exchange::NONE;
         self.close = false;
+        self.buffered = false;
     }
 
     /// The final response is complete. If the connection does not persist,
@@ -978,9 +998,7 @@ impl ServerConnection {
     #[inline(always)]
     fn response_done(&mut self) {
         self.writing = Writing::Done;
-        if (self.close || self.peer_closed)
-            && matches!(self.reading, Reading::Done | Reading::Body(_))
-        {
+        if self.close && matches!(self.reading, Reading::Done | Reading::Body(_)) {
             self.reading = Reading::Closed;
         }
     }
@@ -992,8 +1010,12 @@ impl ServerConnection {
     ///
     /// Returns [`ServerEvent::Closed`] if no request is in flight (close the
     /// connection), [`ServerEvent::Paused`] if a complete request still
-    /// waits for its response (send it; the connection closes after it), or
-    /// [`ServerEvent::Upgraded`] after an upgrade.
+    /// waits for its response, or bytes fed meanwhile may hold more (send
+    /// the response, then feed what is left: every complete request the
+    /// client sent is answered, in order, the last with `Connection: close`,
+    /// [RFC 9112 §9.3.2](https://www.rfc-editor.org/rfc/rfc9112#section-9.3.2);
+    /// then `feed` gives `Closed`, or [`Error::IncompleteMessage`] for a
+    /// request cut short), or [`ServerEvent::Upgraded`] after an upgrade.
     ///
     /// # Errors
     ///
@@ -1010,7 +1032,7 @@ impl ServerConnection {
                 Ok(ServerEvent::Closed)
             }
             Reading::Done | Reading::Body(IncomingBody::ContentLength { remaining: 0 }) => {
-                if matches!(self.writing, Writing::Done) {
+                if matches!(self.writing, Writing::Done) && !self.buffered {
                     self.reading = Reading::Closed;
                     Ok(ServerEvent::Closed)
                 } else {
@@ -1204,8 +1226,12 @@ impl ServerConnection {
         let raw = body == ResponseBody::Chunked && send_body && exchange.version == Version::Http10;
         // An unread request body (an early response, or a final response
         // instead of a 100 Continue) may or may not still come: close.
-        self.close =
-            failed || !exchange.keep_alive || close || self.peer_closed || raw || !body_complete;
+        self.close = failed
+            || !exchange.keep_alive
+            || close
+            || (self.peer_closed && !self.buffered)
+            || raw
+            || !body_complete;
         let connection = if self.close && !caller_close {
             ConnectionField::Close
         } else if !self.close && exchange.version == Version::Http10 && !caller_connection {
