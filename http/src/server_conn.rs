@@ -2322,6 +2322,32 @@ mod tests {
         }
     }
 
+    /// RFC 9110 §15.3.6: a server MUST NOT generate content in a 205 (Reset
+    /// Content) response; it says so with `Content-Length: 0`, whatever body the
+    /// handler gave.
+    #[test]
+    fn a_205_has_no_content() {
+        for body in [ResponseBody::ContentLength(5), ResponseBody::Chunked] {
+            let mut conn = ServerConnection::default();
+            let mut ctx = ServerContext::default();
+            conn.feed(&mut ctx, b"POST / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+            let head = ResponseHead {
+                status: StatusCode::new(205).unwrap(),
+                fields: &[],
+                body,
+            };
+            let mut out = Vec::new();
+            assert!(!conn.send_response(&head, &date(), &mut out), "{body:?}");
+            conn.write_chunk(b"ignored", &mut out);
+            conn.finish_body(&mut out);
+            assert_eq!(
+                text(&out),
+                format!("HTTP/1.1 205 Reset Content\r\n{DATE}Content-Length: 0\r\n\r\n"),
+                "{body:?}"
+            );
+        }
+    }
+
     #[test]
     fn interim_responses_precede_the_final_one() {
         let mut conn = ServerConnection::default();
