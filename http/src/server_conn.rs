@@ -256,8 +256,8 @@ pub struct ResponseFraming {
     pub length: LengthField,
     /// The `Connection` field to send.
     pub connection: ConnectionField,
-    /// Body bytes follow the head: `false` for a response to HEAD, a 204 or
-    /// 304 response, a 101 and a 2xx to CONNECT
+    /// Body bytes follow the head: `false` for a response to HEAD, a 204, 205
+    /// or 304 response, a 101 and a 2xx to CONNECT
     /// ([RFC 9112 §6.3](https://www.rfc-editor.org/rfc/rfc9112#section-6.3)
     /// rules 1 and 2).
     pub send_body: bool,
@@ -1113,7 +1113,9 @@ impl ServerConnection {
     ///   requests, and not in those responses
     ///   ([RFC 9112 §6.1](https://www.rfc-editor.org/rfc/rfc9112#section-6.1)).
     ///   A `Chunked` body to an HTTP/1.0 request is delimited by closing the
-    ///   connection.
+    ///   connection. A 205 (Reset Content) gets `Content-Length: 0` and no
+    ///   body, whatever body is given
+    ///   ([RFC 9110 §15.3.6](https://www.rfc-editor.org/rfc/rfc9110#section-15.3.6)).
     /// - The connection closes after the response, with `Connection: close`,
     ///   if `close`, if the request asked for it (or is HTTP/1.0 without
     ///   `keep-alive`), the request failed (error response), the request
@@ -1165,7 +1167,10 @@ impl ServerConnection {
             (self.reading, self.writing, body, close)
         {
             let code = status.as_u16();
-            if self.exchange.plain && !self.peer_closed && code >= 200 && code != 204 && code != 304
+            if self.exchange.plain
+                && !self.peer_closed
+                && code >= 200
+                && !matches!(code, 204 | 205 | 304)
             {
                 self.writing = Writing::Done;
                 return ResponseFraming {
@@ -1222,7 +1227,10 @@ impl ServerConnection {
         }
 
         let bodiless_status = code == 204 || code == 304;
-        let send_body = exchange.method != RequestMethod::Head && !bodiless_status;
+        // A 205 has no content either (RFC 9110 §15.3.6), and says so.
+        let reset_content = code == 205;
+        let send_body =
+            exchange.method != RequestMethod::Head && !bodiless_status && !reset_content;
         let raw = body == ResponseBody::Chunked && send_body && exchange.version == Version::Http10;
         // An unread request body (an early response, or a final response
         // instead of a 100 Continue) may or may not still come: close.
@@ -1241,6 +1249,7 @@ impl ServerConnection {
         };
         let length = match body {
             _ if bodiless_status => LengthField::None,
+            _ if reset_content => LengthField::ContentLength(0),
             ResponseBody::ContentLength(n) => LengthField::ContentLength(n),
             ResponseBody::Chunked if exchange.version == Version::Http11 => LengthField::Chunked,
             ResponseBody::Chunked => LengthField::None,
@@ -2330,7 +2339,8 @@ mod tests {
         for body in [ResponseBody::ContentLength(5), ResponseBody::Chunked] {
             let mut conn = ServerConnection::default();
             let mut ctx = ServerContext::default();
-            conn.feed(&mut ctx, b"POST / HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+            conn.feed(&mut ctx, b"POST / HTTP/1.1\r\nHost: h\r\n\r\n")
+                .unwrap();
             let head = ResponseHead {
                 status: StatusCode::new(205).unwrap(),
                 fields: &[],
