@@ -1115,6 +1115,27 @@ mod tests {
         ));
     }
 
+    /// A final response that comes before the `Content-Length` body was sent (to an
+    /// `Expect: 100-continue` request, or early) leaves the server waiting for those
+    /// bytes, or not: the connection cannot carry another request (RFC 9110 §10.1.1,
+    /// RFC 9112 §9.3), or the next request would be read as the old body.
+    #[test]
+    fn a_response_before_the_content_was_sent_closes() {
+        let head = RequestHead {
+            method: b"PUT",
+            fields: &[FieldLine {
+                name: b"Expect",
+                value: b"100-continue",
+            }],
+            body: RequestBody::ContentLength(5),
+            ..get(b"/")
+        };
+        assert!(!persists(
+            head,
+            b"HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\n\r\n"
+        ));
+    }
+
     #[test]
     fn unfinished_chunked_request_body_closes() {
         let wire = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n";
