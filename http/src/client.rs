@@ -36,6 +36,7 @@ pub enum RequestBody {
     /// ([RFC 9110 §8.6](https://www.rfc-editor.org/rfc/rfc9110#section-8.6)).
     None,
     /// `Content-Length: n`: the driver sends exactly `n` bytes after the head
+    /// and reports them with [`ClientConnection::content_sent`]
     /// ([RFC 9110 §8.6](https://www.rfc-editor.org/rfc/rfc9110#section-8.6)).
     ContentLength(u64),
     /// `Transfer-Encoding: chunked`: the driver frames the body with
@@ -159,8 +160,11 @@ enum State {
 /// The body of the request being sent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RequestBodyState {
-    /// Sent completely (or the driver sends the `Content-Length` bytes).
+    /// Sent completely.
     Done,
+    /// `remaining` bytes of a `Content-Length` body not yet reported sent
+    /// ([`ClientConnection::content_sent`]).
+    Content { remaining: u64 },
     /// Chunked, no chunk written yet.
     ChunkedStart,
     /// Chunked, at least one chunk written (its data needs a CRLF).
@@ -381,7 +385,11 @@ impl ClientConnection {
             RequestBody::None => RequestBodyState::Done,
             RequestBody::ContentLength(n) => {
                 write_content_length(out, n);
-                RequestBodyState::Done
+                if n == 0 {
+                    RequestBodyState::Done
+                } else {
+                    RequestBodyState::Content { remaining: n }
+                }
             }
             RequestBody::Chunked => {
                 out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
@@ -430,7 +438,7 @@ impl ClientConnection {
     /// ```
     pub fn write_chunk_header(&mut self, len: u64, out: &mut Vec<u8>) {
         assert!(
-            self.request_body != RequestBodyState::Done,
+            self.sending_chunked(),
             "ClientConnection::write_chunk_header without a chunked request body"
         );
         if len == 0 {
@@ -468,7 +476,7 @@ impl ClientConnection {
     /// As [`write_chunk_header`](Self::write_chunk_header).
     pub fn finish_body(&mut self, out: &mut Vec<u8>) {
         assert!(
-            self.request_body != RequestBodyState::Done,
+            self.sending_chunked(),
             "ClientConnection::finish_body without a chunked request body"
         );
         if self.request_body == RequestBodyState::ChunkedAfterData {
@@ -476,6 +484,49 @@ impl ClientConnection {
         }
         write_last_chunk(out, &[]);
         self.request_body = RequestBodyState::Done;
+    }
+
+    /// Whether a chunked request body is being sent.
+    fn sending_chunked(&self) -> bool {
+        matches!(
+            self.request_body,
+            RequestBodyState::ChunkedStart | RequestBodyState::ChunkedAfterData
+        )
+    }
+
+    /// Tells the connection that the driver sent `n` more bytes of the
+    /// request's `Content-Length` body (the driver writes those bytes itself,
+    /// after the head). Once all of them are reported, the connection can
+    /// carry another request after the response; a response that ends
+    /// before (to an `Expect: 100-continue` request that got a final
+    /// response instead of a 100, or an early one) closes it, since the
+    /// server may still be waiting for the rest and would read the next
+    /// request as body
+    /// ([RFC 9110 §10.1.1](https://www.rfc-editor.org/rfc/rfc9110#section-10.1.1),
+    /// [RFC 9112 §9.3](https://www.rfc-editor.org/rfc/rfc9112#section-9.3)).
+    ///
+    /// # Panics
+    ///
+    /// If `n` is more than what is left of the request's `Content-Length`
+    /// body (any `n` but 0 when it has none).
+    pub fn content_sent(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        match self.request_body {
+            RequestBodyState::Content { remaining } if n <= remaining => {
+                self.request_body = if n == remaining {
+                    RequestBodyState::Done
+                } else {
+                    RequestBodyState::Content {
+                        remaining: remaining - n,
+                    }
+                };
+            }
+            state => panic!(
+                "ClientConnection::content_sent({n}) past the Content-Length body ({state:?})"
+            ),
+        }
     }
 
     /// The last response head parsed for the current request, reported by
