@@ -711,7 +711,10 @@ fn serialize(conn: &mut ClientConnection, req: &Req, all: bool, out: &mut Vec<u8
 fn write_body(conn: &mut ClientConnection, body: &Body, from: usize, out: &mut Vec<u8>) {
     match body {
         Body::None => {}
-        Body::Length(bytes) => out.extend_from_slice(&bytes[from..]),
+        Body::Length(bytes) => {
+            out.extend_from_slice(&bytes[from..]);
+            conn.content_sent((bytes.len() - from) as u64);
+        }
         Body::Chunked(chunks) => {
             for chunk in chunks {
                 conn.write_chunk(chunk, out);
@@ -760,6 +763,7 @@ impl ClientSide {
         if let Body::Length(bytes) = &pending.body {
             let until = bytes.len() - pending.withhold;
             self.out.extend_from_slice(&bytes[pending.sent..until]);
+            self.conn.content_sent((until - pending.sent) as u64);
             pending.sent = until;
             if pending.withhold > 0 {
                 return;

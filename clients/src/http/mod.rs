@@ -776,12 +776,15 @@ fn send_request(
         Body::Empty => write(conn, &out),
         Body::Bytes(bytes) if bytes.len() <= COALESCE_BODY => {
             out.extend_from_slice(bytes);
-            write(conn, &out)
+            write(conn, &out)?;
+            conn.machine.content_sent(bytes.len() as u64);
+            Ok(())
         }
         Body::Bytes(bytes) => {
             write(conn, &out)?;
             for chunk in bytes.chunks(IO_CHUNK) {
                 write(conn, chunk)?;
+                conn.machine.content_sent(chunk.len() as u64);
             }
             Ok(())
         }
@@ -806,6 +809,7 @@ fn send_request(
                     return Err(Error::RequestBodyLength { expected, actual });
                 }
                 write(conn, &chunk[..n])?;
+                conn.machine.content_sent(n as u64);
                 sent += n as u64;
             }
         }
