@@ -1187,6 +1187,27 @@ mod tests {
         ));
     }
 
+    /// A server that answers with interim responses without end would hold the client
+    /// forever: after a bounded number, the response is an error.
+    #[test]
+    fn endless_interim_responses_are_an_error() {
+        let mut conn = ClientConnection::default();
+        sent(&mut conn, &get(b"/"));
+        let hint = b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n";
+        let mut failed = false;
+        for _ in 0..1000 {
+            match conn.feed(hint) {
+                Ok(input) => assert_eq!(input.consumed, hint.len()),
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        assert!(failed, "1000 interim responses were taken");
+        assert!(conn.is_closed());
+    }
+
     #[test]
     fn unfinished_chunked_request_body_closes() {
         let wire = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n";
