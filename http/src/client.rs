@@ -15,9 +15,10 @@ use crate::response::{is_valid_field_name, is_valid_field_value, write_content_l
 use crate::response_parser::{RequestMethod, Response, ResponseLimits, ResponseParser};
 use crate::version::Version;
 
-/// Limits for a [`ClientConnection`]: for each response head and for each
-/// chunked response body. Going over one is a typed [`Error`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Limits for a [`ClientConnection`]: for each response head, for each
+/// chunked response body, and for the interim responses before a final one.
+/// Going over one is a typed [`Error`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientLimits {
     /// Limits for each response head, interim ones included
     /// ([RFC 9112 §4](https://www.rfc-editor.org/rfc/rfc9112#section-4)).
@@ -25,6 +26,22 @@ pub struct ClientLimits {
     /// Limits for each chunked response body
     /// ([RFC 9112 §7.1](https://www.rfc-editor.org/rfc/rfc9112#section-7.1)).
     pub chunked: ChunkedLimits,
+    /// Most interim (1xx) responses taken before the final response of one
+    /// request (default 16; Go's client takes 5): a server that sends them
+    /// without end gets [`Error::TooManyInterimResponses`] rather than
+    /// holding the client forever
+    /// ([RFC 9110 §15.2](https://www.rfc-editor.org/rfc/rfc9110#section-15.2)).
+    pub max_interim_responses: u32,
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        Self {
+            head: ResponseLimits::default(),
+            chunked: ChunkedLimits::default(),
+            max_interim_responses: 16,
+        }
+    }
 }
 
 /// How the body of a request is framed
@@ -254,6 +271,9 @@ pub struct ClientConnection {
     request_body: RequestBodyState,
     /// The final response lets the connection persist (computed at `Head`).
     response_keeps_alive: bool,
+    /// Interim responses taken for the request in flight, and the most allowed.
+    interim: u32,
+    max_interim: u32,
 }
 
 impl Default for ClientConnection {
@@ -274,6 +294,8 @@ impl ClientConnection {
             request_close: false,
             request_body: RequestBodyState::Done,
             response_keeps_alive: false,
+            interim: 0,
+            max_interim: limits.max_interim_responses,
         }
     }
 
@@ -402,6 +424,7 @@ impl ClientConnection {
         self.method = RequestMethod::of(head.method);
         self.request_close = request_close;
         self.response_keeps_alive = false;
+        self.interim = 0;
         self.state = State::AwaitingHead;
     }
 
@@ -617,6 +640,12 @@ impl ClientConnection {
     fn on_head(&mut self, input: &[u8]) -> Result<ClientEvent, Error> {
         let response = self.parser.response(input);
         if response.is_interim() {
+            self.interim += 1;
+            if self.interim > self.max_interim {
+                return Err(Error::TooManyInterimResponses {
+                    limit: self.max_interim,
+                });
+            }
             return Ok(ClientEvent::Interim);
         }
         let code = response.status().as_u16();

@@ -201,6 +201,15 @@ pub enum Error {
     /// Hint: 502.
     #[error("response bytes without a request")]
     UnsolicitedResponse,
+    /// The server sent more than `limit` interim (1xx) responses before the
+    /// final one (`ClientLimits::max_interim_responses`)
+    /// ([RFC 9110 §15.2](https://www.rfc-editor.org/rfc/rfc9110#section-15.2)).
+    /// Hint: 502.
+    #[error("more than {limit} interim responses")]
+    TooManyInterimResponses {
+        /// The limit.
+        limit: u32,
+    },
 
     // ---- limits -----------------------------------------------------------
     /// The request-line (with its CRLF) is longer than
@@ -313,6 +322,7 @@ impl Error {
             | Self::WhitespaceAfterStatusLine
             | Self::IncompleteMessage
             | Self::UnsolicitedResponse
+            | Self::TooManyInterimResponses { .. }
             | Self::StatusLineTooLong { .. } => StatusCode::BAD_GATEWAY,
             Self::InvalidRequestLine
             | Self::InvalidMethod
