@@ -31,6 +31,8 @@ mod error;
 pub mod http;
 #[cfg(feature = "pg")]
 pub mod pg;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "transport")]
 pub mod transport;
 

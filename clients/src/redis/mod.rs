@@ -1,0 +1,3 @@
+//! A Redis client (feature `redis`).
+
+pub mod resp;
