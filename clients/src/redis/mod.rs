@@ -1,3 +1,94 @@
 //! A Redis client (feature `redis`).
 
+pub mod conn;
 pub mod resp;
+
+pub use conn::{Connection, Event, Input, Protocol, RequestId, Setup};
+pub use resp::{Limits, Value};
+
+/// What went wrong in the Redis protocol: the server's bytes, the handshake, a
+/// server's error reply, or the caller's misuse.
+///
+/// For the [`Connection`] machine every variant but [`Error::Server`],
+/// [`Error::InvalidInput`] and [`Error::NotReady`] is fatal and sticky: the connection
+/// must be closed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---- the server's bytes -------------------------------------------------------------
+    /// The server's bytes are not RESP, or break a [`Limits`].
+    #[error("protocol error: {0}")]
+    Protocol(#[source] resp::Error),
+    /// A well-formed frame that cannot come at this point: a reply with no command
+    /// outstanding, a `HELLO 3` reply that is not a map.
+    #[error("unexpected reply: {what}")]
+    UnexpectedReply {
+        /// What was wrong.
+        what: &'static str,
+    },
+
+    // ---- the server refused -------------------------------------------------------------
+    /// A step of the handshake got an error reply (`WRONGPASS` from `AUTH` or
+    /// `HELLO`, `NOAUTH`, an out-of-range `SELECT`).
+    #[error("{command} refused: {message}")]
+    Handshake {
+        /// The command that failed: `HELLO`, `AUTH`, `CLIENT SETNAME` or `SELECT`.
+        command: &'static str,
+        /// The server's error message (`WRONGPASS invalid username-password pair`).
+        message: String,
+    },
+    /// The server answered a command with an error reply (RESP3 simple or bulk
+    /// error). The connection stays usable.
+    #[error("{0}")]
+    Server(ServerError),
+    /// The connection ended (the server closed it, or a fatal error closed it).
+    #[error("connection closed")]
+    Closed,
+
+    // ---- the caller ---------------------------------------------------------------------
+    /// A command or argument that cannot be sent (an empty command, a bad URL part).
+    #[error("invalid input: {what}")]
+    InvalidInput {
+        /// What is wrong.
+        what: &'static str,
+    },
+    /// A command was sent before the handshake finished.
+    #[error("connection is not ready for commands")]
+    NotReady,
+}
+
+/// An error reply from the server (RESP3 §"Simple error", §"Bulk error"): by
+/// convention a code in capitals, a space, then the message (`WRONGTYPE Operation
+/// against a key holding the wrong kind of value`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerError {
+    message: String,
+}
+
+impl ServerError {
+    /// An error from its whole text, as the server sent it (lossily UTF-8).
+    #[must_use]
+    pub fn new(text: &[u8]) -> ServerError {
+        ServerError {
+            message: String::from_utf8_lossy(text).into_owned(),
+        }
+    }
+
+    /// The code: the first word (`ERR`, `WRONGTYPE`, `NOSCRIPT`, `MOVED`, ...).
+    #[must_use]
+    pub fn code(&self) -> &str {
+        self.message.split(' ').next().unwrap_or_default()
+    }
+
+    /// The whole text, code included.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
