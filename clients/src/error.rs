@@ -28,6 +28,11 @@ pub enum Phase {
     Startup,
     /// A PostgreSQL query, from sending it to its `ReadyForQuery` (§55.2.2).
     Query,
+    /// A Redis connection's handshake: `HELLO`, `AUTH`, `SELECT`, `CLIENT SETINFO`
+    /// (RESP3 §"The HELLO command and connection handshake").
+    RedisSetup,
+    /// A Redis command (or pipeline), from sending it to its reply.
+    RedisCommand,
 }
 
 impl fmt::Display for Phase {
@@ -41,6 +46,8 @@ impl fmt::Display for Phase {
             Phase::ReceiveBody => "receiving the response body",
             Phase::Startup => "in the postgresql startup",
             Phase::Query => "running a postgresql query",
+            Phase::RedisSetup => "in the redis handshake",
+            Phase::RedisCommand => "running a redis command",
         })
     }
 }
@@ -55,7 +62,8 @@ impl fmt::Display for Phase {
 pub enum Error {
     // ---- the caller's input -----------------------------------------------------------
     /// The URL could not be used: not `http` or `https` (for the HTTP client) or
-    /// `postgres`/`postgresql` (for `pg::Config::from_url`), no host, a bad port, a byte
+    /// `postgres`/`postgresql` (for `pg::Config::from_url`), `redis`/`rediss` (for
+    /// `redis::Config::from_url`), no host, a bad port, a byte
     /// RFC 3986 does not allow (§3), a parameter the client does not support.
     #[error("invalid url {url:?}: {reason}")]
     InvalidUrl {
@@ -254,6 +262,12 @@ pub enum Error {
     #[cfg(feature = "pg")]
     #[error("reading the copy data: {0}")]
     CopyInRead(#[source] io::Error),
+    /// Redis: the server answered with an error reply ([`crate::redis::Error::Server`];
+    /// the connection stays usable), refused the handshake, broke RESP, or the
+    /// connection is closed.
+    #[cfg(feature = "redis")]
+    #[error("redis: {0}")]
+    Redis(#[source] crate::redis::Error),
 }
 
 impl Error {

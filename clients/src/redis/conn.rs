@@ -978,7 +978,7 @@ mod tests {
         let ping = conn.send(&["PING"]).unwrap();
         let pong = Value::Array(vec![bulk("pong"), bulk("")]);
         assert_eq!(
-            feed_all(&mut conn, &wire(&[pong.clone()])).unwrap(),
+            feed_all(&mut conn, &wire(std::slice::from_ref(&pong))).unwrap(),
             [Event::Reply {
                 id: ping,
                 value: pong
@@ -1006,7 +1006,7 @@ mod tests {
         let unsub = conn.send(&["UNSUBSCRIBE"]).unwrap();
         let none = Value::Array(vec![bulk("unsubscribe"), Value::Null, Value::Integer(0)]);
         assert_eq!(
-            feed_all(&mut conn, &wire(&[none.clone()])).unwrap(),
+            feed_all(&mut conn, &wire(std::slice::from_ref(&none))).unwrap(),
             [Event::Reply {
                 id: unsub,
                 value: Value::Array(vec![none])
@@ -1016,7 +1016,7 @@ mod tests {
         let bad = conn.send(&["SUBSCRIBE"]).unwrap();
         let e = error("ERR wrong number of arguments for 'subscribe' command");
         assert_eq!(
-            feed_all(&mut conn, &wire(&[e.clone()])).unwrap(),
+            feed_all(&mut conn, &wire(std::slice::from_ref(&e))).unwrap(),
             [Event::Reply { id: bad, value: e }]
         );
     }

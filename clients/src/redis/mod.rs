@@ -1,8 +1,41 @@
-//! A Redis client (feature `redis`).
+//! A Redis client (feature `redis`): the I/O-free RESP codec ([`resp`]) and
+//! connection machine ([`conn`]), and a blocking driver ([`Client`]) over
+//! [`crate::transport`].
+//!
+//! ```text
+//!   Client ──► transport::connect (DNS, Happy Eyeballs, TCP; TLS for rediss://)
+//!     └──────► conn::Connection (handshake, FIFO of commands; no I/O)
+//!                └──► resp::Decoder / resp::write_command (bytes ⇄ values)
+//! ```
+//!
+//! RESP3 specification:
+//! <https://github.com/redis/redis-specifications/blob/master/protocol/RESP3.md>.
+//!
+//! What exists: RESP2 and RESP3 with every type, `redis://` and `rediss://` URLs,
+//! `HELLO 3` with a RESP2 fallback, ACL users, `SELECT`, `CLIENT SETINFO`, commands,
+//! pipelines, `MULTI`/`EXEC` (with `WATCH`), push frames and pub/sub messages kept
+//! apart from replies, connect and response timeouts whose abandoned replies never
+//! reach another command. `DESIGN.md` lists what is missing (pub/sub that
+//! resubscribes, scripts, SCAN, client-side caching, Cluster, Sentinel, Unix sockets,
+//! reconnects).
+//!
+//! ```no_run
+//! use keel_clients::redis::{Client, Value};
+//! # fn main() -> Result<(), keel_clients::Error> {
+//! let mut client = Client::open("redis://127.0.0.1:6379/0")?;
+//! client.cmd(&["SET", "greeting", "hello"])?;
+//! assert_eq!(client.cmd(&["GET", "greeting"])?, Value::BulkString(b"hello".to_vec()));
+//! let replies = client.pipeline(&[["INCR", "n"], ["INCR", "n"]])?;
+//! assert_eq!(replies.len(), 2);
+//! # Ok(()) }
+//! ```
 
+mod client;
 pub mod conn;
 pub mod resp;
+mod url;
 
+pub use client::{Client, Config};
 pub use conn::{Connection, Event, Input, Protocol, RequestId, Setup};
 pub use resp::{Limits, Value};
 
@@ -25,6 +58,15 @@ pub enum Error {
     UnexpectedReply {
         /// What was wrong.
         what: &'static str,
+    },
+
+    /// One frame (a whole reply with everything nested in it) larger than the
+    /// driver's receive buffer may grow: [`Limits::max_bulk_size`] plus
+    /// [`Limits::max_line_size`] and a little.
+    #[error("a reply larger than {limit} bytes")]
+    FrameTooLarge {
+        /// The limit in bytes.
+        limit: usize,
     },
 
     // ---- the server refused -------------------------------------------------------------

@@ -1,0 +1,561 @@
+//! The blocking driver: a [`Client`] moves bytes between a
+//! [`crate::transport::Stream`] and the [`Connection`] machine, and owns the deadlines.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::conn::{Connection, Event, Protocol, RequestId, Setup};
+use super::resp::{Limits, Value};
+use super::{Error as RedisError, ServerError};
+use crate::error::{Error, Phase};
+use crate::transport::{self, Resolver, Stream, TrustAnchors};
+
+/// The receive buffer's first size; it grows to hold the largest frame being read.
+const INITIAL_BUFFER: usize = 16 << 10;
+/// Commands are written in pieces of this many bytes, with the replies that arrived
+/// read between pieces, so a long pipeline never waits on a full socket buffer in
+/// both directions.
+const WRITE_CHUNK: usize = 64 << 10;
+/// The most push frames kept for [`Client::take_pushes`]; older ones are dropped
+/// (and counted) past it.
+const MAX_PUSHES: usize = 100_000;
+
+/// Where and how to connect: the parts of a `redis://` URL and the timeouts.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Config {
+    /// The host: a DNS name or an IP literal without brackets. Unix-domain sockets are
+    /// not supported yet.
+    pub host: String,
+    /// The TCP port (Redis's default is 6379).
+    pub port: u16,
+    /// TLS (`rediss://`) verified against these trust anchors, with [`Config::host`]
+    /// as the server name; `None` for plain TCP.
+    pub tls: Option<TrustAnchors>,
+    /// The ACL user (Redis 6); `None` is the `default` user.
+    pub username: Option<String>,
+    /// The password; `None` sends no `AUTH`.
+    pub password: Option<String>,
+    /// The database selected after connecting (`SELECT`; 0, the default, sends
+    /// nothing).
+    pub database: u32,
+    /// The protocol asked for: [`Protocol::Resp2`] (default, as `redis-cli`) or
+    /// [`Protocol::Resp3`] (`HELLO 3`, RESP2 when the server does not know it).
+    pub protocol: Protocol,
+    /// The connection name (`CLIENT SETNAME`).
+    pub client_name: Option<String>,
+    /// Bounds resolving, connecting, the TLS handshake and the Redis handshake
+    /// together (default 10 s).
+    pub connect_timeout: Duration,
+    /// Bounds each command or pipeline, from sending it to its last reply (default
+    /// 30 s; `None` waits forever). When it passes, the call fails with
+    /// [`Error::TimedOut`]; the replies still due are read and dropped when they come,
+    /// so the connection stays usable (unless the timeout struck while writing: then it
+    /// is closed). Blocking commands take their own with
+    /// [`Client::cmd_with_timeout`].
+    pub response_timeout: Option<Duration>,
+    /// Limits on what the server may send.
+    pub limits: Limits,
+}
+
+impl Config {
+    /// A configuration for `host`:`port`: plain TCP, no password, database 0, RESP2,
+    /// a 10 s connect timeout and a 30 s response timeout.
+    #[must_use]
+    pub fn new(host: &str, port: u16) -> Config {
+        Config {
+            host: host.to_owned(),
+            port,
+            tls: None,
+            username: None,
+            password: None,
+            database: 0,
+            protocol: Protocol::Resp2,
+            client_name: None,
+            connect_timeout: Duration::from_secs(10),
+            response_timeout: Some(Duration::from_secs(30)),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A blocking Redis connection.
+///
+/// Every call sends its commands, then reads until their replies came; replies of
+/// commands abandoned by an earlier timeout are read and dropped on the way, so a
+/// reply only ever reaches its own command. Push frames (RESP3 pushes, pub/sub
+/// messages) that arrive meanwhile are kept for [`Client::take_pushes`].
+///
+/// A server error reply is [`Error::Redis`] with [`RedisError::Server`] from
+/// [`Client::cmd`], and a [`Value::SimpleError`] or [`Value::BulkError`] from
+/// [`Client::reply`] and inside pipelines; the connection stays usable. A socket
+/// error, a protocol error or a timeout while writing closes it: later calls fail
+/// with [`RedisError::Closed`] (or the first error).
+#[derive(Debug)]
+pub struct Client {
+    stream: Stream,
+    conn: Connection,
+    rbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+    wbuf: Vec<u8>,
+    max_buffer: usize,
+    pushes: VecDeque<Value>,
+    dropped_pushes: u64,
+    response_timeout: Option<Duration>,
+}
+
+fn redis(e: RedisError) -> Error {
+    Error::Redis(e)
+}
+
+impl Client {
+    /// Connects to the server (TLS when [`Config::tls`] is set) and runs the
+    /// handshake ([`Connection`]: `HELLO 3` or `AUTH`, `CLIENT SETNAME`, `SELECT`,
+    /// `CLIENT SETINFO LIB-NAME keel`), all within [`Config::connect_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// As [`transport::connect`] for reaching the server ([`Error::Resolve`],
+    /// [`Error::Connect`], [`Error::TlsHandshake`], [`Error::ReadCaFile`],
+    /// [`Error::TlsConfig`]); [`Error::Redis`] with [`RedisError::Handshake`] when the
+    /// server refused a step (`WRONGPASS`, `NOAUTH`, a bad database), a protocol error,
+    /// or [`RedisError::Closed`]; [`Error::TimedOut`] with [`Phase::RedisSetup`] (or
+    /// an earlier phase).
+    pub fn connect(config: &Config) -> Result<Client, Error> {
+        let deadline = deadline_after(config.connect_timeout);
+        let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
+        let tls = match &config.tls {
+            Some(anchors) => Some(transport::tls_config(anchors, &[])?),
+            None => None,
+        };
+        let stream =
+            transport::connect(&resolver, &config.host, config.port, tls.as_ref(), deadline)?;
+        let setup = Setup {
+            protocol: config.protocol,
+            username: config.username.as_ref().map(|u| u.as_bytes().to_vec()),
+            password: config.password.as_ref().map(|p| p.as_bytes().to_vec()),
+            client_name: config.client_name.as_ref().map(|n| n.as_bytes().to_vec()),
+            database: config.database,
+            lib_info: Some((
+                b"keel".to_vec(),
+                env!("CARGO_PKG_VERSION").as_bytes().to_vec(),
+            )),
+            limits: config.limits,
+        };
+        let mut client = Client {
+            stream,
+            conn: Connection::new(setup),
+            rbuf: vec![0; INITIAL_BUFFER],
+            start: 0,
+            end: 0,
+            wbuf: Vec::new(),
+            max_buffer: config
+                .limits
+                .max_bulk_size
+                .saturating_add(config.limits.max_line_size)
+                .saturating_add(64),
+            pushes: VecDeque::new(),
+            dropped_pushes: 0,
+            response_timeout: config.response_timeout,
+        };
+        let mut ready = client.conn.is_ready();
+        if !ready {
+            client.run(deadline, Phase::RedisSetup, &[], |event| {
+                ready = ready || matches!(event, Event::Ready);
+                ready
+            })?;
+        }
+        Ok(client)
+    }
+
+    /// Connects as [`Client::connect`] to the server a URL names (see
+    /// [`Config::from_url`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`], or as [`Client::connect`].
+    pub fn open(url: &str) -> Result<Client, Error> {
+        Client::connect(&Config::from_url(url)?)
+    }
+
+    /// Runs one command, `args` its name and arguments (`["SET", "k", "v"]`, bytes or
+    /// text), and returns its reply.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] with [`RedisError::Server`] when the reply is an error (the
+    /// connection stays usable); [`RedisError::InvalidInput`] for an empty `args`;
+    /// [`Error::TimedOut`] with [`Phase::RedisCommand`] after the response timeout;
+    /// [`Error::Net`]/[`Error::Tls`] for the socket; a protocol error or
+    /// [`RedisError::Closed`].
+    pub fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value, Error> {
+        let value = self.reply(args)?;
+        into_result(value)
+    }
+
+    /// Runs one command as [`Client::cmd`] with its own response timeout (`None`:
+    /// none), for blocking commands (`BLPOP`, `XREAD BLOCK`, `WAIT`) whose wait is
+    /// longer than [`Config::response_timeout`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::cmd`].
+    pub fn cmd_with_timeout<A: AsRef<[u8]>>(
+        &mut self,
+        args: &[A],
+        timeout: Option<Duration>,
+    ) -> Result<Value, Error> {
+        let deadline = timeout.map_or_else(far_future, deadline_after);
+        let mut replies = self.exchange(&[args], deadline)?;
+        into_result(replies.pop().unwrap_or(Value::Null))
+    }
+
+    /// Runs one command and returns its reply as it came, an error reply included (as
+    /// [`Value::SimpleError`] or [`Value::BulkError`], under its attributes).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::cmd`], without the server error.
+    pub fn reply<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value, Error> {
+        let deadline = self.response_deadline();
+        let mut replies = self.exchange(&[args], deadline)?;
+        // `exchange` gives one reply per command.
+        Ok(replies.pop().unwrap_or(Value::Null))
+    }
+
+    /// Sends every command of `commands` in one go (pipelining) and returns their
+    /// replies in the same order; an error reply is a value in its place (one failing
+    /// command takes no other with it). The response timeout bounds the whole batch.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::cmd`], without the server errors; on a timeout the replies still
+    /// due are dropped when they arrive.
+    pub fn pipeline<C: AsRef<[A]>, A: AsRef<[u8]>>(
+        &mut self,
+        commands: &[C],
+    ) -> Result<Vec<Value>, Error> {
+        let deadline = self.response_deadline();
+        self.exchange(commands, deadline)
+    }
+
+    /// Runs `commands` in a transaction: `MULTI`, the commands, `EXEC`, pipelined.
+    /// Returns `Some` with each command's result (error replies as values), or `None`
+    /// when `EXEC` answered null because a key `WATCH`ed before was changed (the
+    /// commands did not run). Call `WATCH` with [`Client::cmd`] before.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] with [`RedisError::Server`] when `MULTI` or `EXEC` failed
+    /// (`EXECABORT` when a command was refused while queuing: none ran); as
+    /// [`Client::pipeline`] otherwise.
+    pub fn transaction<C: AsRef<[A]>, A: AsRef<[u8]>>(
+        &mut self,
+        commands: &[C],
+    ) -> Result<Option<Vec<Value>>, Error> {
+        let mut all: Vec<Vec<&[u8]>> = Vec::with_capacity(commands.len() + 2);
+        all.push(vec![b"MULTI"]);
+        for c in commands {
+            all.push(c.as_ref().iter().map(AsRef::as_ref).collect());
+        }
+        all.push(vec![b"EXEC"]);
+        let mut replies = self.pipeline(&all)?;
+        let exec = replies.pop().unwrap_or(Value::Null);
+        into_result(replies.swap_remove(0))?;
+        match into_result(exec)? {
+            Value::Null => Ok(None),
+            Value::Array(results) => Ok(Some(results)),
+            _ => Err(redis(RedisError::UnexpectedReply {
+                what: "an EXEC reply that is neither an array nor null",
+            })),
+        }
+    }
+
+    /// The push frames (RESP3 pushes; pub/sub messages in RESP2) received so far,
+    /// oldest first, and forgets them.
+    pub fn take_pushes(&mut self) -> Vec<Value> {
+        self.pushes.drain(..).collect()
+    }
+
+    /// Waits up to `timeout` for a push frame (a pub/sub message after `SUBSCRIBE`, an
+    /// invalidation): the oldest one kept, or one read now; `None` when none came.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::cmd`] for the socket and the protocol (a timeout is `Ok(None)`).
+    pub fn next_push(&mut self, timeout: Duration) -> Result<Option<Value>, Error> {
+        if let Some(push) = self.pushes.pop_front() {
+            return Ok(Some(push));
+        }
+        let deadline = deadline_after(timeout);
+        loop {
+            match self.conn.feed(&self.rbuf[self.start..self.end]) {
+                Ok(Some(input)) => {
+                    self.start += input.consumed;
+                    match input.event {
+                        Event::Push(value) => return Ok(Some(value)),
+                        Event::Discarded { .. } | Event::Consumed => {}
+                        _ => {
+                            self.conn.handle_eof();
+                            return Err(redis(RedisError::UnexpectedReply {
+                                what: "a reply while no command was waiting",
+                            }));
+                        }
+                    }
+                }
+                Ok(None) => match self.fill(deadline, Phase::RedisCommand) {
+                    Ok(()) => {}
+                    Err(Error::TimedOut { .. }) => return Ok(None),
+                    Err(e) => {
+                        self.conn.handle_eof();
+                        return Err(e);
+                    }
+                },
+                Err(e) => return Err(redis(e)),
+            }
+        }
+    }
+
+    /// How many push frames were dropped because more than 100,000 were waiting.
+    #[must_use]
+    pub fn dropped_pushes(&self) -> u64 {
+        self.dropped_pushes
+    }
+
+    /// The RESP version agreed in the handshake.
+    #[must_use]
+    pub fn protocol(&self) -> Protocol {
+        self.conn.protocol()
+    }
+
+    /// Whether the connection failed or was closed (every call would fail).
+    #[must_use]
+    pub fn is_closed(&self) -> bool {
+        self.conn.error().is_some()
+    }
+
+    /// Commands sent whose replies have not arrived yet (those abandoned by a timeout).
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.conn.in_flight()
+    }
+
+    /// Closes the connection (a TLS `close_notify` first, without waiting).
+    pub fn close(mut self) {
+        self.conn.handle_eof();
+        self.stream.close();
+    }
+
+    fn response_deadline(&self) -> Instant {
+        self.response_timeout
+            .map_or_else(far_future, deadline_after)
+    }
+
+    /// Sends `commands` and collects one reply for each, before `deadline`.
+    fn exchange<C: AsRef<[A]>, A: AsRef<[u8]>>(
+        &mut self,
+        commands: &[C],
+        deadline: Instant,
+    ) -> Result<Vec<Value>, Error> {
+        if commands.iter().any(|c| c.as_ref().is_empty()) {
+            return Err(redis(RedisError::InvalidInput {
+                what: "a command needs a name",
+            }));
+        }
+        let mut ids = Vec::with_capacity(commands.len());
+        for command in commands {
+            // Only a failed connection refuses a non-empty command, and it refuses the
+            // first one already.
+            ids.push(self.conn.send(command.as_ref()).map_err(redis)?);
+        }
+        let Some(&RequestId(first)) = ids.first() else {
+            return Ok(Vec::new());
+        };
+        let mut replies: Vec<Option<Value>> = vec![None; ids.len()];
+        let mut left = ids.len();
+        let result = self.run(deadline, Phase::RedisCommand, &ids, |event| {
+            if let Event::Reply { id, value } = event {
+                // Ids of one call are consecutive; others were cancelled earlier and
+                // come as `Discarded`.
+                let index =
+                    id.0.checked_sub(first)
+                        .and_then(|i| usize::try_from(i).ok());
+                if let Some(slot) = index.and_then(|i| replies.get_mut(i)) {
+                    *slot = Some(value);
+                    left -= 1;
+                }
+            }
+            left == 0
+        });
+        result?;
+        Ok(replies
+            .into_iter()
+            .map(|r| r.unwrap_or(Value::Null))
+            .collect())
+    }
+
+    /// Writes what the machine has to send, then reads and feeds frames until
+    /// `done` says so. On a timeout, the commands `ids` still outstanding are
+    /// cancelled (their replies dropped later) and the connection stays usable, unless
+    /// the timeout struck while writing. Any other error closes the connection.
+    fn run(
+        &mut self,
+        deadline: Instant,
+        phase: Phase,
+        ids: &[RequestId],
+        mut done: impl FnMut(Event) -> bool,
+    ) -> Result<(), Error> {
+        let result = self.pump(deadline, phase, &mut done);
+        match &result {
+            Ok(()) => {}
+            Err(Error::TimedOut { .. }) if phase == Phase::RedisCommand && self.wbuf.is_empty() => {
+                for id in ids {
+                    self.conn.cancel(*id);
+                }
+            }
+            Err(_) => {
+                self.conn.handle_eof();
+                self.wbuf.clear();
+            }
+        }
+        result
+    }
+
+    fn pump(
+        &mut self,
+        deadline: Instant,
+        phase: Phase,
+        done: &mut dyn FnMut(Event) -> bool,
+    ) -> Result<(), Error> {
+        let mut finished = false;
+        loop {
+            // The machine may queue commands while replies come (the handshake's
+            // steps after HELLO): write them before reading on.
+            if self.conn.wants_write() {
+                self.conn.poll_transmit(&mut self.wbuf);
+                let mut written = 0;
+                while written < self.wbuf.len() {
+                    let end = (written + WRITE_CHUNK).min(self.wbuf.len());
+                    self.stream
+                        .write_all_before(&self.wbuf[written..end], deadline, phase)?;
+                    written = end;
+                    // Take in what has arrived, without waiting, so that the server
+                    // never waits on us to read while we wait on it to read.
+                    if written < self.wbuf.len() {
+                        finished |= self.feed_available(done)?;
+                    }
+                }
+                self.wbuf.clear();
+            }
+            if finished {
+                return Ok(());
+            }
+            match self.step(done)? {
+                Some(d) => finished = d,
+                None => self.fill(deadline, phase)?,
+            }
+        }
+    }
+
+    /// Reads what is there without waiting and feeds it; whether `done` said so.
+    fn feed_available(&mut self, done: &mut dyn FnMut(Event) -> bool) -> Result<bool, Error> {
+        let mut finished = false;
+        loop {
+            match self.step(done)? {
+                Some(true) => finished = true,
+                Some(false) => {}
+                None => match self.fill(Instant::now(), Phase::RedisCommand) {
+                    Ok(()) => {}
+                    Err(Error::TimedOut { .. }) => return Ok(finished),
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+    }
+
+    /// Feeds the buffered bytes to the machine once: `None` when it needs more bytes,
+    /// else whether `done` said so.
+    fn step(&mut self, done: &mut dyn FnMut(Event) -> bool) -> Result<Option<bool>, Error> {
+        let Some(input) = self
+            .conn
+            .feed(&self.rbuf[self.start..self.end])
+            .map_err(redis)?
+        else {
+            return Ok(None);
+        };
+        self.start += input.consumed;
+        Ok(Some(match input.event {
+            Event::Push(value) => {
+                if self.pushes.len() >= MAX_PUSHES {
+                    self.pushes.pop_front();
+                    self.dropped_pushes += 1;
+                }
+                self.pushes.push_back(value);
+                false
+            }
+            event => done(event),
+        }))
+    }
+
+    /// Reads more bytes after the unconsumed ones, compacting and growing the buffer
+    /// as needed (never much past the largest frame the limits allow).
+    fn fill(&mut self, deadline: Instant, phase: Phase) -> Result<(), Error> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        if self.end == self.rbuf.len() {
+            if self.start > 0 {
+                // The decoder keeps offsets relative to the unconsumed bytes: moving
+                // them to the front changes nothing for it.
+                self.rbuf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else {
+                if self.rbuf.len() >= self.max_buffer {
+                    self.conn.handle_eof();
+                    return Err(redis(RedisError::FrameTooLarge {
+                        limit: self.max_buffer,
+                    }));
+                }
+                let grown = (self.rbuf.len() * 2).min(self.max_buffer);
+                self.rbuf.resize(grown, 0);
+            }
+        }
+        let n = self
+            .stream
+            .read_before(&mut self.rbuf[self.end..], deadline, phase)?;
+        if n == 0 {
+            self.conn.handle_eof();
+            return Err(redis(RedisError::Closed));
+        }
+        self.end += n;
+        Ok(())
+    }
+}
+
+/// A reply, or the server error it is.
+fn into_result(value: Value) -> Result<Value, Error> {
+    match value.without_attributes() {
+        Value::SimpleError(text) | Value::BulkError(text) => {
+            Err(redis(RedisError::Server(ServerError::new(text))))
+        }
+        _ => Ok(value),
+    }
+}
+
+/// `now + timeout`; a timeout too long to add is [`far_future`].
+fn deadline_after(timeout: Duration) -> Instant {
+    Instant::now()
+        .checked_add(timeout)
+        .unwrap_or_else(far_future)
+}
+
+/// A deadline that never comes in practice (a century from now).
+fn far_future() -> Instant {
+    let now = Instant::now();
+    now.checked_add(Duration::from_secs(100 * 365 * 86_400))
+        .unwrap_or(now)
+}
