@@ -273,6 +273,12 @@ impl Client {
         }
     }
 
+    /// Replaces [`Config::response_timeout`] for the calls after this one (`None`:
+    /// wait forever).
+    pub fn set_response_timeout(&mut self, timeout: Option<Duration>) {
+        self.response_timeout = timeout;
+    }
+
     /// The push frames (RESP3 pushes; pub/sub messages in RESP2) received so far,
     /// oldest first, and forgets them.
     pub fn take_pushes(&mut self) -> Vec<Value> {
@@ -363,6 +369,15 @@ impl Client {
             return Err(redis(RedisError::InvalidInput {
                 what: "a command needs a name",
             }));
+        }
+        if self.conn.in_flight() == 0 {
+            // Nothing is due: bytes that arrived anyway answer no command, and would
+            // be taken for this call's replies. Read them now, without waiting, so
+            // the machine refuses them (`UnexpectedReply`) instead.
+            if let Err(e) = self.feed_available(&mut |_| false) {
+                self.conn.handle_eof();
+                return Err(e);
+            }
         }
         let mut ids = Vec::with_capacity(commands.len());
         for command in commands {
