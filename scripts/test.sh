@@ -17,6 +17,7 @@ declare -A packages=(
   [setpriv]=util-linux
   [strace]=strace
   [pkg-config]=pkg-config
+  [redis-server]=redis-server
 )
 missing=()
 for tool in "${!packages[@]}"; do

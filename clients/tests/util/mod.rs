@@ -3,6 +3,8 @@
 //! and a way to get the `clients::Error` out of an `io::Error`.
 #![allow(dead_code)]
 
+pub mod redis_server;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,270 @@
+//! The `redis-cli` example from outside, as issue #26 checks the client: its JSON
+//! output for every type in RESP2 and RESP3 against a real `redis-server`, the
+//! arguments after CMD passed through untouched, exit statuses, and a malformed reply
+//! from a scripted server.
+//!
+//! Needs the example built (`cargo build -p keel-clients --examples`; `cargo test`
+//! does it) and `redis-server` (Debian package `redis-server`).
+#![cfg(feature = "redis")]
+
+mod util;
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use util::redis_server::{RedisServer, ALICE, ALICE_URL_PW};
+use util::{example_path, Run, STEP_TIMEOUT};
+
+fn redis_cli(args: &[&str]) -> Run {
+    let mut child = Command::new(example_path("redis-cli"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the redis-cli example");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for redis-cli") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("redis-cli {args:?} did not finish within {STEP_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Run {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
+    }
+}
+
+/// Runs the example and returns its stdout, checking it exited 0.
+fn ok(args: &[&str]) -> String {
+    let run = redis_cli(args);
+    assert_eq!(run.status.code(), Some(0), "{args:?}: {}", run.stderr);
+    String::from_utf8(run.stdout).unwrap()
+}
+
+#[test]
+fn every_type_as_tagged_json() {
+    let server = RedisServer::start(None);
+    let url = server.url();
+    let resp3 = |args: &[&str]| {
+        let mut all = vec!["--url", &url, "--resp3"];
+        all.extend(args);
+        ok(&all)
+    };
+    let resp2 = |args: &[&str]| {
+        let mut all = vec!["--url", &url];
+        all.extend(args);
+        ok(&all)
+    };
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "string",
+            r#"{"bulk":"Hello World"}"#,
+            r#"{"bulk":"Hello World"}"#,
+        ),
+        ("integer", r#"{"int":12345}"#, r#"{"int":12345}"#),
+        ("double", r#"{"double":"3.141"}"#, r#"{"bulk":"3.141"}"#),
+        (
+            "bignum",
+            r#"{"big":"1234567999999999999999999999999999999"}"#,
+            r#"{"bulk":"1234567999999999999999999999999999999"}"#,
+        ),
+        ("null", r#"{"null":true}"#, r#"{"null":true}"#),
+        (
+            "array",
+            r#"{"array":[{"int":0},{"int":1},{"int":2}]}"#,
+            r#"{"array":[{"int":0},{"int":1},{"int":2}]}"#,
+        ),
+        (
+            "set",
+            r#"{"set":[{"int":0},{"int":1},{"int":2}]}"#,
+            r#"{"array":[{"int":0},{"int":1},{"int":2}]}"#,
+        ),
+        (
+            "map",
+            r#"{"map":[[{"int":0},{"bool":false}],[{"int":1},{"bool":true}],[{"int":2},{"bool":false}]]}"#,
+            r#"{"array":[{"int":0},{"int":0},{"int":1},{"int":1},{"int":2},{"int":0}]}"#,
+        ),
+        (
+            "attrib",
+            r#"{"attribute":[[{"bulk":"key-popularity"},{"array":[{"bulk":"key:123"},{"int":90}]}]],"value":{"bulk":"Some real reply following the attribute"}}"#,
+            r#"{"bulk":"Some real reply following the attribute"}"#,
+        ),
+        (
+            "verbatim",
+            r#"{"verbatim":["txt","This is a verbatim\nstring"]}"#,
+            r#"{"bulk":"This is a verbatim\nstring"}"#,
+        ),
+        ("true", r#"{"bool":true}"#, r#"{"int":1}"#),
+        ("false", r#"{"bool":false}"#, r#"{"int":0}"#),
+    ];
+    for (kind, in_resp3, in_resp2) in cases {
+        assert_eq!(
+            resp3(&["DEBUG", "PROTOCOL", kind]),
+            format!("{in_resp3}\n"),
+            "{kind}"
+        );
+        assert_eq!(
+            resp2(&["DEBUG", "PROTOCOL", kind]),
+            format!("{in_resp2}\n"),
+            "{kind}"
+        );
+    }
+    // The push frame before its reply: printed first, on its own line.
+    assert_eq!(
+        resp3(&["DEBUG", "PROTOCOL", "push"]),
+        "{\"push\":[{\"bulk\":\"server-cpu-usage\"},{\"int\":42}]}\n\
+         {\"bulk\":\"Some real reply following the push reply\"}\n"
+    );
+    // Simple string, error (exit status 0: the reply was printed), bytes.
+    assert_eq!(resp2(&["SET", "k", "v"]), "{\"simple\":\"OK\"}\n");
+    let run = redis_cli(&["--url", &url, "LPUSH", "k", "x"]);
+    assert_eq!(run.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(run.stdout).unwrap(),
+        "{\"error\":\"WRONGTYPE Operation against a key holding the wrong kind of value\"}\n"
+    );
+    // Not UTF-8: base64 (a bulk string holding 0xff 0x00 0x41, set through EVAL).
+    resp2(&[
+        "EVAL",
+        "return redis.call('SET', KEYS[1], string.char(255, 0, 65))",
+        "1",
+        "bin",
+    ]);
+    assert_eq!(resp2(&["GET", "bin"]), "{\"bulk_b64\":\"/wBB\"}\n");
+    assert_eq!(resp3(&["GET", "missing"]), "{\"null\":true}\n");
+    resp3(&["ZADD", "z", "inf", "a", "-inf", "b", "1.5", "c"]);
+    assert_eq!(resp3(&["ZSCORE", "z", "a"]), "{\"double\":\"inf\"}\n");
+    assert_eq!(resp3(&["ZSCORE", "z", "b"]), "{\"double\":\"-inf\"}\n");
+    assert_eq!(resp3(&["ZSCORE", "z", "c"]), "{\"double\":\"1.5\"}\n");
+}
+
+#[test]
+fn arguments_after_cmd_are_passed_through() {
+    let server = RedisServer::start(None);
+    let url = server.url();
+    for arg in ["-1", "-", "", "--resp3", "--url", "--", "-x"] {
+        assert_eq!(
+            ok(&["--url", &url, "ECHO", arg]),
+            format!("{{\"bulk\":{}}}\n", serde_json::to_string(arg).unwrap()),
+            "{arg:?}"
+        );
+    }
+    ok(&["--url", &url, "SET", "-1", "-"]);
+    assert_eq!(ok(&["--url", &url, "GET", "-1"]), "{\"bulk\":\"-\"}\n");
+    ok(&["--url", &url, "SET", "", ""]);
+    assert_eq!(ok(&["--url", &url, "GET", ""]), "{\"bulk\":\"\"}\n");
+    // `--` ends the options too, and the options come in any order before CMD.
+    assert_eq!(
+        ok(&["--resp3", "--url", &url, "--", "ECHO", "x"]),
+        "{\"bulk\":\"x\"}\n"
+    );
+    assert_eq!(
+        ok(&[&format!("--url={url}"), "PING"]),
+        "{\"simple\":\"PONG\"}\n"
+    );
+    // An ACL user from the URL.
+    let alice = format!(
+        "redis://{}:{ALICE_URL_PW}@127.0.0.1:{}",
+        ALICE.0, server.port
+    );
+    assert_eq!(
+        ok(&["--url", &alice, "ACL", "WHOAMI"]),
+        "{\"bulk\":\"alice\"}\n"
+    );
+    assert_eq!(
+        ok(&["--url", &alice, "--resp3", "ACL", "WHOAMI"]),
+        "{\"bulk\":\"alice\"}\n"
+    );
+}
+
+#[test]
+fn exit_statuses() {
+    let server = RedisServer::start(None);
+    // A wrong password: exit 1 with a message.
+    let run = redis_cli(&[
+        "--url",
+        &format!("redis://alice:wrong@127.0.0.1:{}", server.port),
+        "PING",
+    ]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(run.stderr.contains("WRONGPASS"), "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+    // Nobody listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let run = redis_cli(&["--url", &format!("redis://127.0.0.1:{port}"), "PING"]);
+    assert_eq!(run.status.code(), Some(1));
+    assert!(run.stderr.contains("connect"), "{}", run.stderr);
+    // Bad command lines: exit 2.
+    for args in [
+        &["--url"][..],
+        &[],
+        &["--bogus", "PING"],
+        &["--url", "http://x", "PING"],
+    ] {
+        let run = redis_cli(args);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("usage"), "{}", run.stderr);
+    }
+}
+
+#[test]
+fn malformed_reply_exits_1() {
+    // A scripted server: OK to the handshake, then a bulk string whose length lies.
+    let (addr, _peer) = util::scripted(1, |_, mut stream| {
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 1024];
+        let mut read_until = |stream: &mut std::net::TcpStream, pattern: &[u8], count| {
+            while seen
+                .windows(pattern.len())
+                .filter(|w| *w == pattern)
+                .count()
+                < count
+            {
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => return false,
+                    Ok(n) => seen.extend_from_slice(&chunk[..n]),
+                }
+            }
+            true
+        };
+        // The handshake: CLIENT SETINFO twice (arrays of 4), then the command.
+        if !read_until(&mut stream, b"*4\r\n", 2) {
+            return;
+        }
+        let _ = stream.write_all(b"+OK\r\n+OK\r\n");
+        if !read_until(&mut stream, b"*2\r\n", 1) {
+            return;
+        }
+        let _ = stream.write_all(b"$3\r\nabcd\r\n");
+        let _ = stream.read(&mut chunk);
+    });
+    let run = redis_cli(&["--url", &format!("redis://{addr}"), "GET", "k"]);
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("protocol error"), "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+}

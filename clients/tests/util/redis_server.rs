@@ -1,0 +1,139 @@
+//! A real `redis-server` that a test starts itself: a fresh directory, a free port on
+//! 127.0.0.1 (and ::1 when there is one), no persistence, `DEBUG` enabled, two ACL
+//! users, optionally TLS with a private CA. Killed and reaped on drop.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::TempDir;
+
+/// The ACL user with every permission, and its password.
+pub const ALICE: (&str, &str) = ("alice", "alice-pw:@/%");
+/// `ALICE`'s password percent-encoded for a URL.
+pub const ALICE_URL_PW: &str = "alice-pw%3A%40%2F%25";
+/// An ACL user allowed only `GET`, `PING`, `HELLO`, `AUTH` and `CLIENT`, and its
+/// password.
+pub const READER: (&str, &str) = ("reader", "reader-pw");
+
+pub struct RedisServer {
+    child: Child,
+    pub port: u16,
+    /// The TLS port, when started with a PKI.
+    pub tls_port: Option<u16>,
+    pub dir: TempDir,
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// Fails the test, naming the Debian package, when `redis-server` cannot be run.
+pub fn require_redis_server() {
+    let ok = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "this test needs `redis-server`: install the Debian package `redis-server` \
+         (apt-get install redis-server)"
+    );
+}
+
+impl RedisServer {
+    /// Starts a server; with `pki` (a directory from `util::pki()`), also a TLS port
+    /// with `chain.pem` and `key.pem`.
+    pub fn start(pki: Option<&Path>) -> RedisServer {
+        require_redis_server();
+        let mut last_log = String::new();
+        // A port found free can be taken before the server binds it: try again.
+        for _ in 0..5 {
+            let dir = TempDir::new("redis");
+            let port = free_port();
+            let tls_port = pki.map(|_| free_port());
+            let mut conf = format!(
+                "port {port}\nbind 127.0.0.1 -::1\nsave \"\"\nappendonly no\n\
+                 dir {dir}\nlogfile {dir}/redis.log\nenable-debug-command yes\n\
+                 daemonize no\nprotected-mode no\n\
+                 user default on nopass ~* &* +@all\n\
+                 user {alice} on >{alice_pw} ~* &* +@all\n\
+                 user {reader} on >{reader_pw} ~* -@all +get +ping +hello +auth +client\n",
+                dir = dir.0.display(),
+                alice = ALICE.0,
+                alice_pw = ALICE.1,
+                reader = READER.0,
+                reader_pw = READER.1,
+            );
+            if let (Some(pki), Some(tls_port)) = (pki, tls_port) {
+                conf.push_str(&format!(
+                    "tls-port {tls_port}\ntls-cert-file {p}/leaf.pem\n\
+                     tls-key-file {p}/key.pem\ntls-ca-cert-file {p}/ca.pem\n\
+                     tls-auth-clients no\n",
+                    p = pki.display()
+                ));
+            }
+            let conf_path = dir.0.join("redis.conf");
+            std::fs::write(&conf_path, conf).expect("write redis.conf");
+            let child = Command::new("redis-server")
+                .arg(&conf_path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server");
+            let mut server = RedisServer {
+                child,
+                port,
+                tls_port,
+                dir,
+            };
+            if server.wait_ready() {
+                return server;
+            }
+            last_log = std::fs::read_to_string(server.dir.0.join("redis.log")).unwrap_or_default();
+        }
+        panic!("redis-server did not start; its log:\n{last_log}");
+    }
+
+    /// Waits until the server answers `PING` on its port (false if it exited).
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + super::STEP_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut buf = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok()
+                    && s.read_exact(&mut buf).is_ok()
+                    && &buf == b"+PONG\r\n"
+                {
+                    return true;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
