@@ -14,7 +14,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use keel_clients::redis::resp::{self, Decoder, Limits};
-use keel_clients::redis::{Client, Config, Error as RedisError, Protocol, Value};
+use keel_clients::redis::{Client, Config, Error as RedisError, Protocol, Script, Value};
 use keel_clients::transport::TrustAnchors;
 use keel_clients::{Error, Phase};
 use util::redis_server::{RedisServer, ALICE, ALICE_URL_PW, READER};
@@ -322,6 +322,93 @@ fn multi_exec_and_watch() {
             .unwrap_err();
         assert_eq!(server_code(&e), "EXECABORT");
         assert_eq!(client.cmd(&["GET", "balance"]).unwrap(), bulk("106"));
+    }
+}
+
+#[test]
+fn scripts_functions_and_scan() {
+    let server = RedisServer::start(None);
+    for protocol in [Protocol::Resp2, Protocol::Resp3] {
+        let mut client = connect(&server, protocol);
+        client.cmd(&["SCRIPT", "FLUSH"]).unwrap();
+        let script = Script::new("return {KEYS[1], ARGV[1], #KEYS, #ARGV}");
+        // Not cached yet: EVALSHA gets NOSCRIPT, then EVAL runs and caches it.
+        let exists = client.cmd(&["SCRIPT", "EXISTS", script.sha1()]).unwrap();
+        assert_eq!(exists, Value::Array(vec![int(0)]));
+        let expected = Value::Array(vec![bulk("k"), bulk("a"), int(1), int(2)]);
+        assert_eq!(client.eval(&script, &["k"], &["a", "b"]).unwrap(), expected);
+        let exists = client.cmd(&["SCRIPT", "EXISTS", script.sha1()]).unwrap();
+        assert_eq!(exists, Value::Array(vec![int(1)]));
+        assert_eq!(client.eval(&script, &["k"], &["a", "b"]).unwrap(), expected);
+        // The digest is the server's.
+        let loaded = client
+            .cmd(&["SCRIPT", "LOAD", "return {KEYS[1], ARGV[1], #KEYS, #ARGV}"])
+            .unwrap();
+        assert_eq!(loaded, bulk(script.sha1()));
+        // A script's error is a server error.
+        client.cmd(&["SET", "text", "x"]).unwrap();
+        let failing = Script::new("return redis.call('INCR', KEYS[1])");
+        let none: [&str; 0] = [];
+        assert!(client.eval(&failing, &["text"], &none).is_err());
+
+        // FCALL is an ordinary command.
+        client
+            .cmd(&[
+                "FUNCTION",
+                "LOAD",
+                "REPLACE",
+                "#!lua name=keel\nredis.register_function('hello', \
+                 function(keys, args) return 'hi ' .. args[1] end)",
+            ])
+            .unwrap();
+        assert_eq!(
+            client.cmd(&["FCALL", "hello", "0", "there"]).unwrap(),
+            bulk("hi there")
+        );
+
+        // SCAN over 1,000 matching keys among others, HSCAN over a 600-field hash.
+        let sets: Vec<[String; 3]> = (0..1_000)
+            .map(|i| ["SET".into(), format!("scan:{i}"), "v".into()])
+            .chain((0..300).map(|i| ["SET".into(), format!("other:{i}"), "v".into()]))
+            .collect();
+        client.pipeline(&sets).unwrap();
+        let mut keys: Vec<Vec<u8>> = client
+            .scan(&["SCAN"], Some(b"scan:*"))
+            .map(|k| k.unwrap().as_bytes().unwrap().to_vec())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let mut expected: Vec<Vec<u8>> = (0..1_000)
+            .map(|i| format!("scan:{i}").into_bytes())
+            .collect();
+        expected.sort();
+        assert_eq!(keys, expected);
+        let mut hset = vec!["HSET".to_owned(), "h".to_owned()];
+        for i in 0..600 {
+            hset.push(format!("f{i}"));
+            hset.push(format!("v{i}"));
+        }
+        client.cmd(&hset).unwrap();
+        let pairs: Vec<Value> = client
+            .scan(&["HSCAN", "h"], None)
+            .map(Result::unwrap)
+            .collect();
+        let mut fields: Vec<String> = pairs
+            .chunks(2)
+            .map(|p| {
+                let (f, v) = (p[0].to_string(), p[1].to_string());
+                assert_eq!(f[1..], v[1..]);
+                f
+            })
+            .collect();
+        fields.sort();
+        fields.dedup();
+        assert_eq!(fields.len(), 600);
+        // A scan of a key of the wrong type ends with its error.
+        let mut scan = client.scan(&["HSCAN", "text"], None);
+        assert!(scan.next().unwrap().is_err());
+        assert!(scan.next().is_none());
+        client.cmd(&["FLUSHDB"]).unwrap();
     }
 }
 

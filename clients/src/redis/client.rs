@@ -273,6 +273,52 @@ impl Client {
         }
     }
 
+    /// Runs a Lua script (`EVALSHA`, Redis's `EVAL` family): sends its SHA-1 digest
+    /// with `keys` (`KEYS[1..]`) and `args` (`ARGV[1..]`); when the server does not
+    /// have the script cached (`NOSCRIPT`), sends the whole source with `EVAL`, which
+    /// caches it for the next time.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::cmd`]: a script error is [`RedisError::Server`].
+    pub fn eval<K: AsRef<[u8]>, A: AsRef<[u8]>>(
+        &mut self,
+        script: &Script,
+        keys: &[K],
+        args: &[A],
+    ) -> Result<Value, Error> {
+        let numkeys = keys.len().to_string();
+        let command = |first: &'static [u8], body: &[u8]| {
+            let mut command: Vec<Vec<u8>> =
+                vec![first.to_vec(), body.to_vec(), numkeys.clone().into_bytes()];
+            command.extend(keys.iter().map(|k| k.as_ref().to_vec()));
+            command.extend(args.iter().map(|a| a.as_ref().to_vec()));
+            command
+        };
+        match self.cmd(&command(b"EVALSHA", script.sha1.as_bytes())) {
+            Err(Error::Redis(RedisError::Server(e))) if e.code() == "NOSCRIPT" => {
+                self.cmd(&command(b"EVAL", &script.source))
+            }
+            other => other,
+        }
+    }
+
+    /// Iterates over a `SCAN`-family command's elements: `command` is the command and
+    /// its key (`["SCAN"]`, `["SSCAN", "set"]`, `["HSCAN", "hash"]` (fields and values
+    /// alternate), `["ZSCAN", "zset"]` (members and scores alternate)); `pattern` adds
+    /// `MATCH pattern`. Each step sends the command with the cursor the last reply gave,
+    /// until the server answers cursor `0`. As `SCAN` promises, an element present the
+    /// whole time is returned at least once, and may be returned more than once.
+    pub fn scan<A: AsRef<[u8]>>(&mut self, command: &[A], pattern: Option<&[u8]>) -> Scan<'_> {
+        Scan {
+            client: self,
+            command: command.iter().map(|a| a.as_ref().to_vec()).collect(),
+            pattern: pattern.map(<[u8]>::to_vec),
+            cursor: Some(b"0".to_vec()),
+            buffered: VecDeque::new(),
+        }
+    }
+
     /// Replaces [`Config::response_timeout`] for the calls after this one (`None`:
     /// wait forever).
     pub fn set_response_timeout(&mut self, timeout: Option<Duration>) {
@@ -573,4 +619,84 @@ fn far_future() -> Instant {
     let now = Instant::now();
     now.checked_add(Duration::from_secs(100 * 365 * 86_400))
         .unwrap_or(now)
+}
+
+/// A Lua script for [`Client::eval`]: its source and SHA-1 digest (the name `EVALSHA`
+/// knows it by), computed once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Script {
+    source: Vec<u8>,
+    sha1: String,
+}
+
+impl Script {
+    /// A script from its Lua source.
+    #[must_use]
+    pub fn new(source: impl Into<Vec<u8>>) -> Script {
+        let source = source.into();
+        let digest = openssl::sha::sha1(&source);
+        let sha1 = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Script { source, sha1 }
+    }
+
+    /// The SHA-1 digest in lowercase hex, as `SCRIPT LOAD` answers it.
+    #[must_use]
+    pub fn sha1(&self) -> &str {
+        &self.sha1
+    }
+}
+
+/// The iterator [`Client::scan`] gives: each element, or the error that ended the
+/// scan (after which it gives nothing).
+#[derive(Debug)]
+pub struct Scan<'c> {
+    client: &'c mut Client,
+    command: Vec<Vec<u8>>,
+    pattern: Option<Vec<u8>>,
+    /// The cursor for the next request; `None` once the server answered `0`.
+    cursor: Option<Vec<u8>>,
+    buffered: VecDeque<Value>,
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<Value, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(element) = self.buffered.pop_front() {
+                return Some(Ok(element));
+            }
+            let cursor = self.cursor.take()?;
+            let mut command = self.command.clone();
+            command.push(cursor);
+            if let Some(pattern) = &self.pattern {
+                command.push(b"MATCH".to_vec());
+                command.push(pattern.clone());
+            }
+            let reply = match self.client.cmd(&command) {
+                Ok(reply) => reply,
+                Err(e) => return Some(Err(e)),
+            };
+            let bad = || {
+                Some(Err(redis(RedisError::UnexpectedReply {
+                    what: "a SCAN reply that is not [cursor, elements]",
+                })))
+            };
+            let Value::Array(mut parts) = reply else {
+                return bad();
+            };
+            let (Some(Value::Array(elements)), Some(next), None) =
+                (parts.pop(), parts.pop(), parts.pop())
+            else {
+                return bad();
+            };
+            let Some(next) = next.as_bytes() else {
+                return bad();
+            };
+            if next != b"0" {
+                self.cursor = Some(next.to_vec());
+            }
+            self.buffered.extend(elements);
+        }
+    }
 }

@@ -35,7 +35,7 @@ pub mod conn;
 pub mod resp;
 mod url;
 
-pub use client::{Client, Config};
+pub use client::{Client, Config, Scan, Script};
 pub use conn::{Connection, Event, Input, Protocol, RequestId, Setup};
 pub use resp::{Limits, Value};
 
