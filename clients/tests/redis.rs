@@ -595,6 +595,67 @@ fn pubsub_messages_are_kept_apart_from_replies() {
 }
 
 #[test]
+fn reconnects_and_resubscribes_after_a_server_restart() {
+    let mut server = RedisServer::start(None);
+    let mut publisher = connect(&server, Protocol::Resp2);
+    let mut subscribers: Vec<Client> = [Protocol::Resp2, Protocol::Resp3]
+        .into_iter()
+        .map(|protocol| {
+            let mut config = Config::from_url(&format!("{}/2", server.url())).unwrap();
+            config.protocol = protocol;
+            let mut client = Client::connect(&config).unwrap();
+            client.cmd(&["SUBSCRIBE", "news"]).unwrap();
+            client.cmd(&["PSUBSCRIBE", "n*"]).unwrap();
+            client
+        })
+        .collect();
+    server.restart();
+    for subscriber in &mut subscribers {
+        // The call that meets the dead connection fails; it is not repeated.
+        assert!(subscriber.next_push(Duration::from_secs(5)).is_err());
+        assert!(subscriber.is_closed());
+        // The next one connects again and subscribes again.
+        let pong = subscriber.cmd(&["PING"]).unwrap();
+        assert!(!subscriber.is_closed());
+        assert!(
+            matches!(pong, Value::SimpleString(_) | Value::Array(_)),
+            "{pong:?}"
+        );
+    }
+    // The publisher reconnects on its own next call, after its first one fails.
+    assert!(publisher.cmd(&["PUBLISH", "news", "x"]).is_err());
+    assert_eq!(publisher.cmd(&["PUBLISH", "news", "back"]).unwrap(), int(4));
+    for subscriber in &mut subscribers {
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let push = subscriber.next_push(Duration::from_secs(5)).unwrap();
+            got.push(push.expect("a message after the restart"));
+        }
+        let words: Vec<String> = got
+            .iter()
+            .map(|m| match m.without_attributes() {
+                Value::Array(items) | Value::Push(items) => items
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(words.contains(&"message news back".to_owned()), "{words:?}");
+        assert!(
+            words.contains(&"pmessage n* news back".to_owned()),
+            "{words:?}"
+        );
+    }
+    // A server that stays down: the attempts run out and the call says why.
+    drop(server);
+    let mut client = subscribers.pop().unwrap();
+    let _ = client.cmd(&["PING"]);
+    assert!(matches!(client.cmd(&["PING"]), Err(Error::Connect { .. })));
+}
+
+#[test]
 fn client_side_caching_invalidation() {
     let server = RedisServer::start(None);
     let mut tracked = connect(&server, Protocol::Resp3);
@@ -759,13 +820,19 @@ fn malformed_replies_are_typed_errors_that_close_the_connection() {
         let mut replies = setinfo_unknown();
         replies.push(reply.to_vec());
         let (addr, server) = fake_server(replies);
-        let mut client = Client::connect(&Config::new("127.0.0.1", addr.port())).unwrap();
+        let mut config = Config::new("127.0.0.1", addr.port());
+        config.reconnect_attempts = 0;
+        let mut client = Client::connect(&config).unwrap();
         match client.cmd(&["GET", "k"]) {
             Err(Error::Redis(e)) => assert_eq!(e, expected, "{:?}", String::from_utf8_lossy(reply)),
             other => panic!("{:?}: {other:?}", String::from_utf8_lossy(reply)),
         }
         assert!(client.is_closed());
-        assert!(client.cmd(&["PING"]).is_err());
+        // Sticky: reconnecting is off.
+        match client.cmd(&["PING"]) {
+            Err(Error::Redis(e)) => assert_eq!(e, expected),
+            other => panic!("{other:?}"),
+        }
         let commands = server.join().unwrap();
         assert_eq!(commands.last(), Some(&command(&["GET", "k"])));
     }

@@ -57,11 +57,21 @@ pub struct Config {
     pub response_timeout: Option<Duration>,
     /// Limits on what the server may send.
     pub limits: Limits,
+    /// How many times a call made after the connection failed tries to connect
+    /// again before it gives up (default 3; 0 never reconnects). A call whose
+    /// connection fails while it runs returns the error and is not repeated (its
+    /// command may have run); the next call reconnects first, and subscribes again
+    /// to what the old connection was subscribed to.
+    pub reconnect_attempts: u32,
+    /// The wait before the second reconnect attempt, doubled before each next one
+    /// (at most 5 s); default 100 ms.
+    pub reconnect_backoff: Duration,
 }
 
 impl Config {
     /// A configuration for `host`:`port`: plain TCP, no password, database 0, RESP2,
-    /// a 10 s connect timeout and a 30 s response timeout.
+    /// a 10 s connect timeout, a 30 s response timeout, and 3 reconnect attempts
+    /// 100 ms apart, then 200 ms.
     #[must_use]
     pub fn new(host: &str, port: u16) -> Config {
         Config {
@@ -76,6 +86,8 @@ impl Config {
             connect_timeout: Duration::from_secs(10),
             response_timeout: Some(Duration::from_secs(30)),
             limits: Limits::default(),
+            reconnect_attempts: 3,
+            reconnect_backoff: Duration::from_millis(100),
         }
     }
 }
@@ -90,8 +102,10 @@ impl Config {
 /// A server error reply is [`Error::Redis`] with [`RedisError::Server`] from
 /// [`Client::cmd`], and a [`Value::SimpleError`] or [`Value::BulkError`] from
 /// [`Client::reply`] and inside pipelines; the connection stays usable. A socket
-/// error, a protocol error or a timeout while writing closes it: later calls fail
-/// with [`RedisError::Closed`] (or the first error).
+/// error, a protocol error or a timeout while writing closes it and fails the call
+/// (which is not repeated: its command may have run); the next call connects again
+/// first ([`Config::reconnect_attempts`]) and subscribes again to the channels,
+/// patterns and shard channels the old connection had.
 #[derive(Debug)]
 pub struct Client {
     stream: Stream,
@@ -104,6 +118,10 @@ pub struct Client {
     pushes: VecDeque<Value>,
     dropped_pushes: u64,
     response_timeout: Option<Duration>,
+    /// What to reconnect with.
+    config: Config,
+    resolver: Arc<Resolver>,
+    tls: Option<Arc<transport::TlsConfig>>,
 }
 
 fn redis(e: RedisError) -> Error {
@@ -127,26 +145,19 @@ impl Client {
         let deadline = deadline_after(config.connect_timeout);
         let resolver = Arc::new(Resolver::from_system().map_err(Error::Resolver)?);
         let tls = match &config.tls {
-            Some(anchors) => Some(transport::tls_config(anchors, &[])?),
+            Some(anchors) => Some(Arc::new(transport::tls_config(anchors, &[])?)),
             None => None,
         };
-        let stream =
-            transport::connect(&resolver, &config.host, config.port, tls.as_ref(), deadline)?;
-        let setup = Setup {
-            protocol: config.protocol,
-            username: config.username.as_ref().map(|u| u.as_bytes().to_vec()),
-            password: config.password.as_ref().map(|p| p.as_bytes().to_vec()),
-            client_name: config.client_name.as_ref().map(|n| n.as_bytes().to_vec()),
-            database: config.database,
-            lib_info: Some((
-                b"keel".to_vec(),
-                env!("CARGO_PKG_VERSION").as_bytes().to_vec(),
-            )),
-            limits: config.limits,
-        };
+        let stream = transport::connect(
+            &resolver,
+            &config.host,
+            config.port,
+            tls.as_deref(),
+            deadline,
+        )?;
         let mut client = Client {
             stream,
-            conn: Connection::new(setup),
+            conn: Connection::new(setup(config)),
             rbuf: vec![0; INITIAL_BUFFER],
             start: 0,
             end: 0,
@@ -159,15 +170,100 @@ impl Client {
             pushes: VecDeque::new(),
             dropped_pushes: 0,
             response_timeout: config.response_timeout,
+            config: config.clone(),
+            resolver,
+            tls,
         };
-        let mut ready = client.conn.is_ready();
+        client.handshake(deadline)?;
+        Ok(client)
+    }
+
+    /// Runs the machine's handshake to `Ready` before `deadline`.
+    fn handshake(&mut self, deadline: Instant) -> Result<(), Error> {
+        let mut ready = self.conn.is_ready();
         if !ready {
-            client.run(deadline, Phase::RedisSetup, &[], |event| {
+            self.run(deadline, Phase::RedisSetup, &[], |event| {
                 ready = ready || matches!(event, Event::Ready);
                 ready
             })?;
         }
-        Ok(client)
+        Ok(())
+    }
+
+    /// When the connection failed or was closed, connects again: at most
+    /// [`Config::reconnect_attempts`] attempts, the first at once, then after
+    /// [`Config::reconnect_backoff`], doubled each time (at most 5 s). Subscriptions
+    /// the server had confirmed are made again. Push frames not yet taken are kept.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error, as [`Client::connect`]; the old failure when
+    /// reconnecting is off.
+    fn reconnect_if_closed(&mut self) -> Result<(), Error> {
+        let Some(failure) = self.conn.error().cloned() else {
+            return Ok(());
+        };
+        if self.config.reconnect_attempts == 0 {
+            return Err(redis(failure));
+        }
+        let [channels, patterns, shard_channels] = self
+            .conn
+            .subscriptions()
+            .map(|s| s.iter().cloned().collect::<Vec<_>>());
+        let mut delay = self.config.reconnect_backoff;
+        let mut last = redis(failure);
+        for attempt in 0..self.config.reconnect_attempts {
+            if attempt > 0 {
+                std::thread::sleep(delay);
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            let deadline = deadline_after(self.config.connect_timeout);
+            let stream = match transport::connect(
+                &self.resolver,
+                &self.config.host,
+                self.config.port,
+                self.tls.as_deref(),
+                deadline,
+            ) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            self.stream = stream;
+            self.conn = Connection::new(setup(&self.config));
+            self.start = 0;
+            self.end = 0;
+            self.wbuf.clear();
+            match self.handshake(deadline) {
+                Ok(()) => {
+                    last = Error::Redis(RedisError::Closed);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        if self.conn.error().is_some() || !self.conn.is_ready() {
+            return Err(last);
+        }
+        for (command, names) in [
+            (&b"SUBSCRIBE"[..], channels),
+            (b"PSUBSCRIBE", patterns),
+            (b"SSUBSCRIBE", shard_channels),
+        ] {
+            if !names.is_empty() {
+                let mut args = vec![command.to_vec()];
+                args.extend(names);
+                let deadline = self.response_deadline();
+                into_result(
+                    self.exchange(&[args], deadline)?
+                        .pop()
+                        .unwrap_or(Value::Null),
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// Connects as [`Client::connect`] to the server a URL names (see
@@ -341,6 +437,7 @@ impl Client {
         if let Some(push) = self.pushes.pop_front() {
             return Ok(Some(push));
         }
+        self.reconnect_if_closed()?;
         let deadline = deadline_after(timeout);
         loop {
             match self.conn.feed(&self.rbuf[self.start..self.end]) {
@@ -382,7 +479,8 @@ impl Client {
         self.conn.protocol()
     }
 
-    /// Whether the connection failed or was closed (every call would fail).
+    /// Whether the connection failed or was closed (the next call reconnects, unless
+    /// [`Config::reconnect_attempts`] is 0).
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.conn.error().is_some()
@@ -416,6 +514,7 @@ impl Client {
                 what: "a command needs a name",
             }));
         }
+        self.reconnect_if_closed()?;
         if self.conn.in_flight() == 0 {
             // Nothing is due: bytes that arrived anyway answer no command, and would
             // be taken for this call's replies. Read them now, without waiting, so
@@ -594,6 +693,22 @@ impl Client {
         }
         self.end += n;
         Ok(())
+    }
+}
+
+/// The machine's handshake for `config`.
+fn setup(config: &Config) -> Setup {
+    Setup {
+        protocol: config.protocol,
+        username: config.username.as_ref().map(|u| u.as_bytes().to_vec()),
+        password: config.password.as_ref().map(|p| p.as_bytes().to_vec()),
+        client_name: config.client_name.as_ref().map(|n| n.as_bytes().to_vec()),
+        database: config.database,
+        lib_info: Some((
+            b"keel".to_vec(),
+            env!("CARGO_PKG_VERSION").as_bytes().to_vec(),
+        )),
+        limits: config.limits,
     }
 }
 

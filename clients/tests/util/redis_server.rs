@@ -110,6 +110,29 @@ impl RedisServer {
         panic!("redis-server did not start; its log:\n{last_log}");
     }
 
+    /// Stops the server (SIGKILL) and starts it again on the same ports with the same
+    /// configuration: every connection to it ends, and its data is gone.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let conf = self.dir.0.join("redis.conf");
+        for _ in 0..50 {
+            self.child = Command::new("redis-server")
+                .arg(&conf)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server");
+            if self.wait_ready() {
+                return;
+            }
+            // The port may still be held by the old process's sockets.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("redis-server did not restart on port {}", self.port);
+    }
+
     /// Waits until the server answers `PING` on its port (false if it exited).
     fn wait_ready(&mut self) -> bool {
         let deadline = Instant::now() + super::STEP_TIMEOUT;
