@@ -18,6 +18,7 @@ declare -A packages=(
   [strace]=strace
   [pkg-config]=pkg-config
   [redis-server]=redis-server
+  [redis-cli]=redis-tools
 )
 missing=()
 for tool in "${!packages[@]}"; do

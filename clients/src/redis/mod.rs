@@ -31,11 +31,13 @@
 //! ```
 
 mod client;
+pub mod cluster;
 pub mod conn;
 pub mod resp;
 mod url;
 
 pub use client::{Client, Config, Scan, Script};
+pub use cluster::ClusterClient;
 pub use conn::{Connection, Event, Input, Protocol, RequestId, Setup};
 pub use resp::{Limits, Value};
 
@@ -67,6 +69,14 @@ pub enum Error {
     FrameTooLarge {
         /// The limit in bytes.
         limit: usize,
+    },
+
+    /// A cluster command was redirected (`MOVED`, `ASK`) or retried (`TRYAGAIN`,
+    /// `CLUSTERDOWN`) more than `limit` times.
+    #[error("more than {limit} cluster redirections")]
+    TooManyRedirects {
+        /// The limit.
+        limit: u32,
     },
 
     // ---- the server refused -------------------------------------------------------------

@@ -59,6 +59,11 @@ impl RedisServer {
     /// Starts a server; with `pki` (a directory from `util::pki()`), also a TLS port
     /// with `chain.pem` and `key.pem`.
     pub fn start(pki: Option<&Path>) -> RedisServer {
+        RedisServer::start_with(pki, "")
+    }
+
+    /// [`RedisServer::start`] with `extra` lines appended to its configuration.
+    pub fn start_with(pki: Option<&Path>, extra: &str) -> RedisServer {
         require_redis_server();
         let mut last_log = String::new();
         // A port found free can be taken before the server binds it: try again.
@@ -87,6 +92,7 @@ impl RedisServer {
                     p = pki.display()
                 ));
             }
+            conf.push_str(extra);
             let conf_path = dir.0.join("redis.conf");
             std::fs::write(&conf_path, conf).expect("write redis.conf");
             let child = Command::new("redis-server")
@@ -158,5 +164,71 @@ impl RedisServer {
     /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+/// A local Redis Cluster: six servers, three masters with a replica each, made with
+/// `redis-cli --cluster create` (Debian package `redis-tools`, which `redis-server`
+/// depends on). Every node is stopped on drop.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        super::require("redis-cli", "--version", "redis-tools");
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                RedisServer::start_with(
+                    None,
+                    "cluster-enabled yes\ncluster-config-file nodes.conf\n\
+                     cluster-node-timeout 5000\n",
+                )
+            })
+            .collect();
+        let mut create = Command::new("timeout");
+        create.args(["60", "redis-cli", "--cluster", "create"]);
+        for node in &nodes {
+            create.arg(format!("127.0.0.1:{}", node.port));
+        }
+        let out = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = RedisCluster { nodes };
+        // Every node must see every slot served.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for node in &cluster.nodes {
+            loop {
+                let info = cluster.cli(node.port, &["CLUSTER", "INFO"]);
+                if info.contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the cluster did not become ok: {info}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        cluster
+    }
+
+    /// Runs `redis-cli -p port args...` and returns its output.
+    pub fn cli(&self, port: u16, args: &[&str]) -> String {
+        let out = Command::new("timeout")
+            .args(["20", "redis-cli", "-p", &port.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
