@@ -66,6 +66,40 @@ pub struct Config {
     /// The wait before the second reconnect attempt, doubled before each next one
     /// (at most 5 s); default 100 ms.
     pub reconnect_backoff: Duration,
+    /// Find the master through Redis Sentinel instead of [`Config::host`] and
+    /// [`Config::port`] (which are then unused); default `None`.
+    pub sentinel: Option<Sentinel>,
+}
+
+/// Where the Sentinels are and which master to ask them for (Sentinel client
+/// specification, <https://redis.io/docs/latest/develop/reference/sentinel-clients/>).
+///
+/// On every connect and reconnect the client asks each Sentinel in turn `SENTINEL
+/// GET-MASTER-ADDR-BY-NAME`, connects to the first address given, and checks with
+/// `ROLE` that it is a master. A `READONLY` error reply (the master was demoted)
+/// closes the connection, so the next call asks the Sentinels again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sentinel {
+    /// The master's name in the Sentinels' configuration (`sentinel monitor <name>`).
+    pub master_name: String,
+    /// The Sentinels' addresses (host, port), asked in this order.
+    pub nodes: Vec<(String, u16)>,
+    /// The Sentinels' password (`requirepass` in their configuration); `None` sends
+    /// no `AUTH`. Sentinels are reached over plain TCP.
+    pub password: Option<String>,
+}
+
+impl Sentinel {
+    /// Sentinels at `nodes` watching the master called `master_name`.
+    #[must_use]
+    pub fn new(master_name: &str, nodes: &[(&str, u16)]) -> Sentinel {
+        Sentinel {
+            master_name: master_name.to_owned(),
+            nodes: nodes.iter().map(|(h, p)| ((*h).to_owned(), *p)).collect(),
+            password: None,
+        }
+    }
 }
 
 impl Config {
@@ -88,6 +122,7 @@ impl Config {
             limits: Limits::default(),
             reconnect_attempts: 3,
             reconnect_backoff: Duration::from_millis(100),
+            sentinel: None,
         }
     }
 }
@@ -148,13 +183,8 @@ impl Client {
             Some(anchors) => Some(Arc::new(transport::tls_config(anchors, &[])?)),
             None => None,
         };
-        let stream = transport::connect(
-            &resolver,
-            &config.host,
-            config.port,
-            tls.as_deref(),
-            deadline,
-        )?;
+        let (host, port) = master_address(config, deadline)?;
+        let stream = transport::connect(&resolver, &host, port, tls.as_deref(), deadline)?;
         let mut client = Client {
             stream,
             conn: Connection::new(setup(config)),
@@ -175,7 +205,28 @@ impl Client {
             tls,
         };
         client.handshake(deadline)?;
+        client.check_role()?;
         Ok(client)
+    }
+
+    /// With Sentinel, checks with `ROLE` that the server is a master.
+    fn check_role(&mut self) -> Result<(), Error> {
+        if self.config.sentinel.is_none() {
+            return Ok(());
+        }
+        let role = self.cmd(&["ROLE"])?;
+        let is_master = matches!(
+            role.without_attributes(),
+            Value::Array(items) if items.first().and_then(Value::as_bytes) == Some(b"master")
+        );
+        if is_master {
+            Ok(())
+        } else {
+            self.conn.handle_eof();
+            Err(redis(RedisError::Sentinel {
+                reason: "the address the sentinels gave is not a master",
+            }))
+        }
     }
 
     /// Runs the machine's handshake to `Ready` before `deadline`.
@@ -218,10 +269,17 @@ impl Client {
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
             let deadline = deadline_after(self.config.connect_timeout);
+            let (host, port) = match master_address(&self.config, deadline) {
+                Ok(address) => address,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
             let stream = match transport::connect(
                 &self.resolver,
-                &self.config.host,
-                self.config.port,
+                &host,
+                port,
                 self.tls.as_deref(),
                 deadline,
             ) {
@@ -236,7 +294,7 @@ impl Client {
             self.start = 0;
             self.end = 0;
             self.wbuf.clear();
-            match self.handshake(deadline) {
+            match self.handshake(deadline).and_then(|()| self.check_role()) {
                 Ok(()) => {
                     last = Error::Redis(RedisError::Closed);
                     break;
@@ -550,10 +608,22 @@ impl Client {
             left == 0
         });
         result?;
-        Ok(replies
+        let replies: Vec<Value> = replies
             .into_iter()
             .map(|r| r.unwrap_or(Value::Null))
-            .collect())
+            .collect();
+        let demoted = |r: &Value| {
+            r.is_error()
+                && r.without_attributes()
+                    .as_bytes()
+                    .is_some_and(|b| b.starts_with(b"READONLY"))
+        };
+        if self.config.sentinel.is_some() && replies.iter().any(demoted) {
+            // The master was demoted: the next call asks the Sentinels again.
+            self.conn.handle_eof();
+            self.stream.close();
+        }
+        Ok(replies)
     }
 
     /// Writes what the machine has to send, then reads and feeds frames until
@@ -694,6 +764,54 @@ impl Client {
         self.end += n;
         Ok(())
     }
+}
+
+/// Where to connect: [`Config::host`] and [`Config::port`], or the master the
+/// Sentinels name, asked in turn (`SENTINEL GET-MASTER-ADDR-BY-NAME`).
+fn master_address(config: &Config, deadline: Instant) -> Result<(String, u16), Error> {
+    let Some(sentinel) = &config.sentinel else {
+        return Ok((config.host.clone(), config.port));
+    };
+    let mut last = redis(RedisError::Sentinel {
+        reason: "no sentinel given",
+    });
+    for (host, port) in &sentinel.nodes {
+        let mut ask = Config::new(host, *port);
+        ask.password.clone_from(&sentinel.password);
+        ask.connect_timeout = deadline.saturating_duration_since(Instant::now());
+        ask.response_timeout = Some(ask.connect_timeout);
+        ask.reconnect_attempts = 0;
+        let reply = Client::connect(&ask).and_then(|mut c| {
+            c.cmd(&[
+                "SENTINEL",
+                "GET-MASTER-ADDR-BY-NAME",
+                sentinel.master_name.as_str(),
+            ])
+        });
+        match reply {
+            Ok(Value::Array(parts)) if parts.len() == 2 => {
+                let host = parts[0]
+                    .as_bytes()
+                    .map(|h| String::from_utf8_lossy(h).into_owned());
+                let port = parts[1]
+                    .as_bytes()
+                    .and_then(|p| std::str::from_utf8(p).ok()?.parse().ok());
+                if let (Some(host), Some(port)) = (host, port) {
+                    return Ok((host, port));
+                }
+                last = redis(RedisError::Sentinel {
+                    reason: "a sentinel gave a malformed master address",
+                });
+            }
+            Ok(_) => {
+                last = redis(RedisError::Sentinel {
+                    reason: "a sentinel does not know the master",
+                });
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// The machine's handshake for `config`.

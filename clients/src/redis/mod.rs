@@ -36,7 +36,7 @@ pub mod conn;
 pub mod resp;
 mod url;
 
-pub use client::{Client, Config, Scan, Script};
+pub use client::{Client, Config, Scan, Script, Sentinel};
 pub use cluster::ClusterClient;
 pub use conn::{Connection, Event, Input, Protocol, RequestId, Setup};
 pub use resp::{Limits, Value};
@@ -77,6 +77,14 @@ pub enum Error {
     TooManyRedirects {
         /// The limit.
         limit: u32,
+    },
+
+    /// Sentinel could not give a master: none answered, none knows the master's
+    /// name, or the address given is not a master (`ROLE`).
+    #[error("sentinel: {reason}")]
+    Sentinel {
+        /// What went wrong.
+        reason: &'static str,
     },
 
     // ---- the server refused -------------------------------------------------------------

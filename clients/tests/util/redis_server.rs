@@ -232,3 +232,63 @@ impl RedisCluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
+
+/// A Redis Sentinel (`redis-server sentinel.conf --sentinel`) watching the master at
+/// 127.0.0.1:`master_port` under `name`, with a quorum of 1 and a one-second
+/// down-after time. Killed on drop.
+pub struct RedisSentinel {
+    child: Child,
+    pub port: u16,
+    pub dir: TempDir,
+}
+
+impl Drop for RedisSentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl RedisSentinel {
+    pub fn start(name: &str, master_port: u16) -> RedisSentinel {
+        require_redis_server();
+        for _ in 0..5 {
+            let dir = TempDir::new("sentinel");
+            let port = free_port();
+            let conf = format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+                 sentinel monitor {name} 127.0.0.1 {master_port} 1\n\
+                 sentinel down-after-milliseconds {name} 1000\n\
+                 sentinel failover-timeout {name} 10000\n",
+                dir = dir.0.display(),
+            );
+            let path = dir.0.join("sentinel.conf");
+            std::fs::write(&path, conf).expect("write sentinel.conf");
+            let child = Command::new("redis-server")
+                .arg(&path)
+                .arg("--sentinel")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server --sentinel");
+            let mut sentinel = RedisSentinel { child, port, dir };
+            let deadline = Instant::now() + super::STEP_TIMEOUT;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = sentinel.child.try_wait() {
+                    break;
+                }
+                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                    let mut buf = [0u8; 7];
+                    if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() {
+                        return sentinel;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = sentinel.child.kill();
+        }
+        panic!("redis-server --sentinel did not start");
+    }
+}
