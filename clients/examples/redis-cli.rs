@@ -8,7 +8,7 @@
 //! Options are read only before CMD; everything after it, `-1`, `-` and the empty
 //! string included, is passed to the server as it is. The URL defaults to
 //! `redis://127.0.0.1:6379` (as `redis-cli`); `rediss://` uses TLS verified with the
-//! system's trust anchors. `--resp3` asks for RESP3 with `HELLO 3` (RESP2 otherwise).
+//! system's trust anchors; `unix:///path/to/redis.sock` a Unix-domain socket. `--resp3` asks for RESP3 with `HELLO 3` (RESP2 otherwise).
 //!
 //! The reply is one line of JSON: `{"simple": "OK"}`, `{"error": "..."}` (simple and
 //! bulk errors), `{"int": 1}`, `{"bulk": "..."}` or `{"bulk_b64": "..."}` when the

@@ -768,6 +768,38 @@ fn tls_with_a_private_ca() {
 }
 
 #[test]
+fn unix_socket() {
+    let server = RedisServer::start(None);
+    let socket = server.dir.0.join("redis.sock");
+    for protocol in [Protocol::Resp2, Protocol::Resp3] {
+        let url = format!(
+            "unix://{}:{ALICE_URL_PW}@{}?db=5",
+            ALICE.0,
+            socket.display()
+        );
+        let mut config = Config::from_url(&url).unwrap();
+        config.protocol = protocol;
+        let mut client = Client::connect(&config).unwrap();
+        client.cmd(&["SET", "over", "unix"]).unwrap();
+        assert_eq!(client.cmd(&["GET", "over"]).unwrap(), bulk("unix"));
+        let info = client.cmd(&["CLIENT", "INFO"]).unwrap().to_string();
+        let fields: Vec<&str> = info.split_ascii_whitespace().collect();
+        assert!(fields.contains(&"flags=U"), "{info}");
+        assert!(fields.contains(&"db=5"), "{info}");
+        assert!(fields.contains(&"user=alice"), "{info}");
+        assert_eq!(
+            client.pipeline(&vec![["PING"]; 2_000]).unwrap().len(),
+            2_000
+        );
+    }
+    let missing = Config::from_url(&format!("unix://{}/nothing.sock", server.dir.0.display()));
+    assert!(matches!(
+        Client::connect(&missing.unwrap()),
+        Err(Error::Connect { port: 0, .. })
+    ));
+}
+
+#[test]
 fn connect_errors() {
     // Nobody listening.
     let port = TcpListener::bind("127.0.0.1:0")

@@ -183,6 +183,9 @@ fn arguments_after_cmd_are_passed_through() {
         ok(&[&format!("--url={url}"), "PING"]),
         "{\"simple\":\"PONG\"}\n"
     );
+    // A Unix-domain socket.
+    let unix = format!("unix://{}", server.dir.0.join("redis.sock").display());
+    assert_eq!(ok(&["--url", &unix, "PING"]), "{\"simple\":\"PONG\"}\n");
     // An ACL user from the URL.
     let alice = format!(
         "redis://{}:{ALICE_URL_PW}@127.0.0.1:{}",

@@ -2,6 +2,7 @@
 //! [`crate::transport::Stream`] and the [`Connection`] machine, and owns the deadlines.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use super::resp::{Limits, Value};
 use super::{Error as RedisError, ServerError};
 use crate::error::{Error, Phase};
 use crate::transport::{self, Resolver, Stream, TrustAnchors};
+use keel_net::{UnixAddr, UnixStream};
 
 /// The receive buffer's first size; it grows to hold the largest frame being read.
 const INITIAL_BUFFER: usize = 16 << 10;
@@ -69,6 +71,10 @@ pub struct Config {
     /// Find the master through Redis Sentinel instead of [`Config::host`] and
     /// [`Config::port`] (which are then unused); default `None`.
     pub sentinel: Option<Sentinel>,
+    /// Connect to this Unix-domain socket (Redis's `unixsocket`) instead of
+    /// [`Config::host`] and [`Config::port`] (unused then, as is [`Config::tls`]);
+    /// default `None`.
+    pub unix_socket: Option<PathBuf>,
 }
 
 /// Where the Sentinels are and which master to ask them for (Sentinel client
@@ -123,6 +129,7 @@ impl Config {
             reconnect_attempts: 3,
             reconnect_backoff: Duration::from_millis(100),
             sentinel: None,
+            unix_socket: None,
         }
     }
 }
@@ -143,7 +150,7 @@ impl Config {
 /// patterns and shard channels the old connection had.
 #[derive(Debug)]
 pub struct Client {
-    stream: Stream,
+    stream: Link,
     conn: Connection,
     rbuf: Vec<u8>,
     start: usize,
@@ -184,7 +191,7 @@ impl Client {
             None => None,
         };
         let (host, port) = master_address(config, deadline)?;
-        let stream = transport::connect(&resolver, &host, port, tls.as_deref(), deadline)?;
+        let stream = open_link(config, &resolver, &host, port, tls.as_deref(), deadline)?;
         let mut client = Client {
             stream,
             conn: Connection::new(setup(config)),
@@ -276,7 +283,8 @@ impl Client {
                     continue;
                 }
             };
-            let stream = match transport::connect(
+            let stream = match open_link(
+                &self.config,
                 &self.resolver,
                 &host,
                 port,
@@ -763,6 +771,88 @@ impl Client {
         }
         self.end += n;
         Ok(())
+    }
+}
+
+/// A connection to the server: TCP (maybe with TLS) through the shared transport,
+/// or a Unix-domain socket.
+#[derive(Debug)]
+enum Link {
+    Net(Stream),
+    Unix(UnixStream),
+}
+
+impl Link {
+    fn read_before(
+        &mut self,
+        buf: &mut [u8],
+        deadline: Instant,
+        phase: Phase,
+    ) -> Result<usize, Error> {
+        match self {
+            Link::Net(stream) => stream.read_before(buf, deadline, phase),
+            Link::Unix(unix) => unix
+                .read_before(buf, deadline)
+                .map_err(|e| net_error(phase, e)),
+        }
+    }
+
+    fn write_all_before(
+        &mut self,
+        data: &[u8],
+        deadline: Instant,
+        phase: Phase,
+    ) -> Result<(), Error> {
+        match self {
+            Link::Net(stream) => stream.write_all_before(data, deadline, phase),
+            Link::Unix(unix) => unix
+                .write_all_before(data, deadline)
+                .map_err(|e| net_error(phase, e)),
+        }
+    }
+
+    fn close(&mut self) {
+        if let Link::Net(stream) = self {
+            stream.close();
+        }
+    }
+}
+
+fn net_error(phase: Phase, e: keel_net::Error) -> Error {
+    if e.is_timeout() {
+        Error::TimedOut { phase }
+    } else {
+        Error::Net { phase, source: e }
+    }
+}
+
+/// Opens the connection `config` asks for: its Unix socket, or `host`:`port` by TCP
+/// (TLS when `tls` is given).
+fn open_link(
+    config: &Config,
+    resolver: &Arc<Resolver>,
+    host: &str,
+    port: u16,
+    tls: Option<&transport::TlsConfig>,
+    deadline: Instant,
+) -> Result<Link, Error> {
+    match &config.unix_socket {
+        Some(path) => UnixStream::connect(&UnixAddr::Path(path.clone()), deadline)
+            .map(Link::Unix)
+            .map_err(|e| {
+                if e.is_timeout() {
+                    Error::TimedOut {
+                        phase: Phase::Connect,
+                    }
+                } else {
+                    Error::Connect {
+                        host: path.display().to_string(),
+                        port: 0,
+                        source: e,
+                    }
+                }
+            }),
+        None => transport::connect(resolver, host, port, tls, deadline).map(Link::Net),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `redis://` and `rediss://` URLs (the IANA provisional schemes,
+//! `redis://`, `rediss://` and `unix://` URLs (the IANA provisional schemes,
 //! <https://www.iana.org/assignments/uri-schemes/prov/redis>, and
 //! <https://www.iana.org/assignments/uri-schemes/prov/rediss>).
 
@@ -52,13 +52,16 @@ impl Config {
     /// percent-decoded (RFC 3986 §2.1); `redis://:secret@host` gives a password for
     /// the `default` user; a user without a password sends no `AUTH`. The port
     /// defaults to 6379 and the database to 0; an IPv6 host is written in brackets
-    /// (`redis://[::1]:6380`). Everything else is the [`Config::new`] default.
+    /// (`redis://[::1]:6380`). `unix:///path/to/socket` (or `redis+unix://`), with
+    /// an optional userinfo before the path (`unix://:secret@/run/redis.sock`) and
+    /// `?db=N`, connects to a Unix-domain socket ([`Config::unix_socket`]). Everything
+    /// else is the [`Config::new`] default.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] (the password replaced by `***`) for another scheme, no
     /// host, a bad port or database number, a bad percent-escape, or a query or
-    /// fragment (no URL parameter is supported yet).
+    /// fragment (no URL parameter is supported yet, but `db` in a `unix://` URL).
     pub fn from_url(url: &str) -> Result<Config, Error> {
         let invalid = |reason: &'static str| Error::InvalidUrl {
             url: redacted(url),
@@ -68,7 +71,8 @@ impl Config {
         let tls = match scheme.to_ascii_lowercase().as_str() {
             "redis" => false,
             "rediss" => true,
-            _ => return Err(invalid("the scheme is not redis or rediss")),
+            "unix" | "redis+unix" => return unix_url(rest).map_err(invalid),
+            _ => return Err(invalid("the scheme is not redis, rediss or unix")),
         };
         if rest.contains(['?', '#']) {
             return Err(invalid("query and fragment are not supported"));
@@ -138,6 +142,50 @@ impl Config {
     }
 }
 
+/// `unix://[[user]:password@]/path/to/socket[?db=N]` (also `redis+unix://`), after
+/// the `://`.
+fn unix_url(rest: &str) -> Result<Config, &'static str> {
+    if rest.contains('#') {
+        return Err("query and fragment are not supported");
+    }
+    let (before, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let slash = before.find('/').ok_or("no socket path")?;
+    let (userinfo, path) = (&before[..slash], &before[slash..]);
+    let path = percent_decode(path)?;
+    if path.len() < 2 {
+        return Err("no socket path");
+    }
+    let mut config = Config::new("localhost", 0);
+    config.unix_socket = Some(path.into());
+    if let Some(userinfo) = userinfo.strip_suffix('@') {
+        let (user, password) = match userinfo.split_once(':') {
+            Some((u, p)) => (u, Some(p)),
+            None => (userinfo, None),
+        };
+        if !user.is_empty() {
+            config.username = Some(percent_decode(user)?);
+        }
+        if let Some(p) = password {
+            config.password = Some(percent_decode(p)?);
+        }
+    } else if !userinfo.is_empty() {
+        return Err("a unix url has no host");
+    }
+    if let Some(query) = query {
+        let db = query
+            .strip_prefix("db=")
+            .ok_or("the only unix url parameter is db")?;
+        if db.is_empty() || !db.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("the path is not a database number");
+        }
+        config.database = db.parse().map_err(|_| "database number too large")?;
+    }
+    Ok(config)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,9 +221,44 @@ mod tests {
     }
 
     #[test]
+    fn unix_urls() {
+        let c = Config::from_url("unix:///run/redis/redis.sock").unwrap();
+        assert_eq!(
+            c.unix_socket.as_deref(),
+            Some(std::path::Path::new("/run/redis/redis.sock"))
+        );
+        assert_eq!(c.database, 0);
+        let c = Config::from_url("redis+unix://u:p%40@/tmp/a%20b.sock?db=4").unwrap();
+        assert_eq!(
+            c.unix_socket.as_deref(),
+            Some(std::path::Path::new("/tmp/a b.sock"))
+        );
+        assert_eq!(
+            (c.username.as_deref(), c.password.as_deref()),
+            (Some("u"), Some("p@"))
+        );
+        assert_eq!(c.database, 4);
+        for (url, reason) in [
+            ("unix://", "no socket path"),
+            ("unix:///", "no socket path"),
+            ("unix://host/tmp/s", "a unix url has no host"),
+            (
+                "unix:///tmp/s?timeout=1",
+                "the only unix url parameter is db",
+            ),
+            ("unix:///tmp/s?db=x", "the path is not a database number"),
+        ] {
+            match Config::from_url(url) {
+                Err(Error::InvalidUrl { reason: r, .. }) => assert_eq!(r, reason, "{url}"),
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn refused_urls() {
         for (url, reason) in [
-            ("http://h", "the scheme is not redis or rediss"),
+            ("http://h", "the scheme is not redis, rediss or unix"),
             ("h:6379", "no scheme"),
             ("redis://", "no host"),
             ("redis://:p@:6379", "no host"),

@@ -75,6 +75,7 @@ impl RedisServer {
                 "port {port}\nbind 127.0.0.1 -::1\nsave \"\"\nappendonly no\n\
                  dir {dir}\nlogfile {dir}/redis.log\nenable-debug-command yes\n\
                  daemonize no\nprotected-mode no\n\
+                 unixsocket {dir}/redis.sock\nunixsocketperm 700\n\
                  user default on nopass ~* &* +@all\n\
                  user {alice} on >{alice_pw} ~* &* +@all\n\
                  user {reader} on >{reader_pw} ~* -@all +get +ping +hello +auth +client\n",
