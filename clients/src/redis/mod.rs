@@ -11,13 +11,13 @@
 //! RESP3 specification:
 //! <https://github.com/redis/redis-specifications/blob/master/protocol/RESP3.md>.
 //!
-//! What exists: RESP2 and RESP3 with every type, `redis://` and `rediss://` URLs,
-//! `HELLO 3` with a RESP2 fallback, ACL users, `SELECT`, `CLIENT SETINFO`, commands,
-//! pipelines, `MULTI`/`EXEC` (with `WATCH`), push frames and pub/sub messages kept
-//! apart from replies, connect and response timeouts whose abandoned replies never
-//! reach another command. `DESIGN.md` lists what is missing (pub/sub that
-//! resubscribes, scripts, SCAN, client-side caching, Cluster, Sentinel, Unix sockets,
-//! reconnects).
+//! What exists: RESP2 and RESP3 with every type, `redis://`, `rediss://` and
+//! `unix://` URLs, `HELLO 3` with a RESP2 fallback, ACL users, `SELECT`, `CLIENT
+//! SETINFO`, commands, pipelines, `MULTI`/`EXEC` (with `WATCH`), scripts with a
+//! `NOSCRIPT` fallback, `SCAN` iterators, push frames and pub/sub messages kept apart
+//! from replies, connect and response timeouts whose abandoned replies never reach
+//! another command, reconnects that subscribe again, Sentinel ([`Sentinel`]) and
+//! Cluster ([`ClusterClient`]). `DESIGN.md` lists what is missing.
 //!
 //! ```no_run
 //! use keel_clients::redis::{Client, Value};
