@@ -727,6 +727,52 @@ fn reconnects_and_resubscribes_after_a_server_restart() {
 }
 
 #[test]
+fn a_dead_idle_subscriber_is_noticed() {
+    let server = RedisServer::start(None);
+    for protocol in [Protocol::Resp2, Protocol::Resp3] {
+        let mut config = Config::from_url(&server.url()).unwrap();
+        config.protocol = protocol;
+        config.health_check_interval = Some(Duration::from_millis(200));
+        config.response_timeout = Some(Duration::from_millis(300));
+        let mut subscriber = Client::connect(&config).unwrap();
+        subscriber.cmd(&["SUBSCRIBE", "news"]).unwrap();
+        // Alive and quiet: the health checks pass and nothing comes.
+        assert_eq!(
+            subscriber.next_push(Duration::from_millis(700)).unwrap(),
+            None
+        );
+        assert!(!subscriber.is_closed());
+        // The server stops answering, its connections open.
+        server.signal("-STOP");
+        let started = std::time::Instant::now();
+        let result = subscriber.next_push(Duration::from_secs(10));
+        server.signal("-CONT");
+        assert!(
+            matches!(result, Err(Error::TimedOut { .. })),
+            "{protocol:?}: {result:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(subscriber.is_closed());
+        // The next call connects again and subscribes again.
+        let mut publisher = connect(&server, Protocol::Resp2);
+        assert_eq!(
+            subscriber.next_push(Duration::from_millis(100)).unwrap(),
+            None
+        );
+        publisher.cmd(&["PUBLISH", "news", "alive"]).unwrap();
+        let message = subscriber
+            .next_push(Duration::from_secs(5))
+            .unwrap()
+            .unwrap();
+        let expected = [bulk("message"), bulk("news"), bulk("alive")].to_vec();
+        assert!(
+            message == Value::Array(expected.clone()) || message == Value::Push(expected),
+            "{protocol:?}: {message:?}"
+        );
+    }
+}
+
+#[test]
 fn client_side_caching_invalidation() {
     let server = RedisServer::start(None);
     let mut tracked = connect(&server, Protocol::Resp3);

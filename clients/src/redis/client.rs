@@ -68,6 +68,12 @@ pub struct Config {
     /// The wait before the second reconnect attempt, doubled before each next one
     /// (at most 5 s); default 100 ms.
     pub reconnect_backoff: Duration,
+    /// How long [`Client::next_push`] waits for a byte before it checks the
+    /// connection with a `PING` (default 30 s; `None` never checks). A subscriber
+    /// whose server or network died without closing the connection notices it this
+    /// way: the `PING` gets no answer within [`Config::response_timeout`], the call
+    /// fails and the next one reconnects.
+    pub health_check_interval: Option<Duration>,
     /// Find the master through Redis Sentinel instead of [`Config::host`] and
     /// [`Config::port`] (which are then unused); default `None`.
     pub sentinel: Option<Sentinel>,
@@ -128,6 +134,7 @@ impl Config {
             limits: Limits::default(),
             reconnect_attempts: 3,
             reconnect_backoff: Duration::from_millis(100),
+            health_check_interval: Some(Duration::from_secs(30)),
             sentinel: None,
             unix_socket: None,
         }
@@ -520,15 +527,41 @@ impl Client {
                         }
                     }
                 }
-                Ok(None) => match self.fill(deadline, Phase::RedisCommand) {
-                    Ok(()) => {}
-                    Err(Error::TimedOut { .. }) => return Ok(None),
-                    Err(e) => {
-                        self.conn.handle_eof();
-                        return Err(e);
+                Ok(None) => {
+                    // Wait no longer than the health check interval for a byte.
+                    let check = self.config.health_check_interval.map(deadline_after);
+                    let wait = check.map_or(deadline, |c| c.min(deadline));
+                    match self.fill(wait, Phase::RedisCommand) {
+                        Ok(()) => {}
+                        Err(Error::TimedOut { .. }) if Instant::now() >= deadline => {
+                            return Ok(None)
+                        }
+                        Err(Error::TimedOut { .. }) => self.health_check()?,
+                        Err(e) => {
+                            self.conn.handle_eof();
+                            return Err(e);
+                        }
                     }
-                },
+                    if let Some(push) = self.pushes.pop_front() {
+                        return Ok(Some(push));
+                    }
+                }
                 Err(e) => return Err(redis(e)),
+            }
+        }
+    }
+
+    /// The server was silent for [`Config::health_check_interval`]: `PING` it (allowed
+    /// in RESP2's subscribed mode too). No answer within the response timeout means the
+    /// connection is dead: it is closed, so the next call reconnects and subscribes
+    /// again.
+    fn health_check(&mut self) -> Result<(), Error> {
+        match self.reply(&["PING"]) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.conn.handle_eof();
+                self.stream.close();
+                Err(e)
             }
         }
     }

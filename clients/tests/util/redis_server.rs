@@ -162,6 +162,16 @@ impl RedisServer {
         false
     }
 
+    /// Stops (SIGSTOP) or continues (SIGCONT) the server process: stopped, it keeps
+    /// its connections open and answers nothing, as a dead host would.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal}");
+    }
+
     /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
