@@ -271,3 +271,111 @@ fn malformed_reply_exits_1() {
     assert!(run.stderr.contains("protocol error"), "{}", run.stderr);
     assert!(run.stdout.is_empty());
 }
+
+/// The example's tagged JSON turned into the untagged JSON of `redis-cli --json`:
+/// strings of every kind as strings, numbers and doubles as numbers, maps as objects
+/// keyed by their keys' text, sets and pushes as arrays.
+fn untag(tagged: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    let J::Object(object) = tagged else {
+        panic!("not a tagged value: {tagged}");
+    };
+    let (tag, inner) = object.iter().next().expect("one tag");
+    match tag.as_str() {
+        "simple" | "bulk" => inner.clone(),
+        "verbatim" => inner[1].clone(),
+        "int" | "bool" => inner.clone(),
+        "null" => J::Null,
+        "double" => {
+            let d: f64 = inner.as_str().unwrap().parse().unwrap();
+            serde_json::json!(d)
+        }
+        "array" | "set" | "push" => J::Array(inner.as_array().unwrap().iter().map(untag).collect()),
+        "map" => J::Object(
+            inner
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|pair| {
+                    let key = match untag(&pair[0]) {
+                        J::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, untag(&pair[1]))
+                })
+                .collect(),
+        ),
+        other => panic!("no redis-cli form for {other}: {tagged}"),
+    }
+}
+
+#[test]
+fn same_values_as_redis_cli() {
+    // A differential check: the same commands on the same server through the real
+    // `redis-cli --json` (Debian package `redis-tools`) and through the example.
+    util::require("redis-cli", "--version", "redis-tools");
+    let server = RedisServer::start(None);
+    let url = server.url();
+    let port = server.port.to_string();
+    let setup: &[&[&str]] = &[
+        &["RPUSH", "list", "a", "", "c"],
+        &["HSET", "hash", "f1", "v1", "f2", "v2"],
+        &["SADD", "set", "m1", "m2"],
+        &["ZADD", "zset", "1.5", "one", "2.25", "two"],
+        &["XADD", "stream", "1-1", "field", "value"],
+        &["SET", "counter", "41"],
+    ];
+    for command in setup {
+        let mut args = vec!["--url", &url];
+        args.extend(*command);
+        ok(&args);
+    }
+    let commands: &[&[&str]] = &[
+        &["DEBUG", "PROTOCOL", "string"],
+        &["DEBUG", "PROTOCOL", "integer"],
+        &["DEBUG", "PROTOCOL", "double"],
+        &["DEBUG", "PROTOCOL", "null"],
+        &["DEBUG", "PROTOCOL", "array"],
+        &["DEBUG", "PROTOCOL", "set"],
+        &["DEBUG", "PROTOCOL", "map"],
+        &["DEBUG", "PROTOCOL", "verbatim"],
+        &["DEBUG", "PROTOCOL", "true"],
+        &["DEBUG", "PROTOCOL", "false"],
+        &["PING"],
+        &["GET", "missing"],
+        &["GET", "counter"],
+        &["STRLEN", "counter"],
+        &["LRANGE", "list", "0", "-1"],
+        &["HGETALL", "hash"],
+        &["SMEMBERS", "set"],
+        &["ZRANGE", "zset", "0", "-1", "WITHSCORES"],
+        &["ZSCORE", "zset", "two"],
+        &["XRANGE", "stream", "-", "+"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+        &["TYPE", "hash"],
+        &["EXISTS", "list", "set", "nothing"],
+        &["OBJECT", "ENCODING", "list"],
+        &["BLPOP", "nolist", "0.01"],
+    ];
+    for resp3 in [false, true] {
+        for command in commands {
+            let mut cli = Command::new("redis-cli");
+            cli.args(["-p", &port, if resp3 { "-3" } else { "-2" }, "--json"]);
+            cli.args(*command);
+            let out = cli.stdin(Stdio::null()).output().expect("run redis-cli");
+            let theirs: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("redis-cli {command:?}: {e}: {out:?}"));
+            let mut args = vec!["--url", &url];
+            if resp3 {
+                args.push("--resp3");
+            }
+            args.extend(*command);
+            let ours: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+            assert_eq!(
+                untag(&ours),
+                theirs,
+                "resp3 {resp3}: {command:?}: ours {ours}"
+            );
+        }
+    }
+}
