@@ -634,6 +634,32 @@ fn pubsub_messages_are_kept_apart_from_replies() {
         None
     );
 
+    // Sharded channels (SSUBSCRIBE and SPUBLISH work on a standalone server too).
+    for protocol in [Protocol::Resp2, Protocol::Resp3] {
+        let mut shard = connect(&server, protocol);
+        let confirmations = shard.cmd(&["SSUBSCRIBE", "orders"]).unwrap();
+        let Value::Array(confirmations) = confirmations else {
+            panic!("{confirmations:?}")
+        };
+        assert_eq!(confirmations.len(), 1);
+        assert_eq!(
+            publisher.cmd(&["SPUBLISH", "orders", "o1"]).unwrap(),
+            int(1)
+        );
+        let message = shard.next_push(Duration::from_secs(5)).unwrap().unwrap();
+        let expected = vec![bulk("smessage"), bulk("orders"), bulk("o1")];
+        assert!(
+            message == Value::Array(expected.clone()) || message == Value::Push(expected),
+            "{protocol:?}: {message:?}"
+        );
+        let done = shard.cmd(&["SUNSUBSCRIBE"]).unwrap();
+        assert!(
+            matches!(done, Value::Array(ref c) if c.len() == 1),
+            "{done:?}"
+        );
+        assert_eq!(shard.cmd(&["GET", "k"]).unwrap(), bulk("v"));
+    }
+
     // RESP2: subscribed mode, messages recognised as such.
     let mut subscriber = connect(&server, Protocol::Resp2);
     subscriber.cmd(&["SUBSCRIBE", "news"]).unwrap();
