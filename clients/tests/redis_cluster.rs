@@ -77,10 +77,63 @@ fn cluster_routing_redirections_and_a_slot_migration_under_load() {
             client.cmd(&["MGET", "{t}a", "{t}b"]).unwrap(),
             Value::Array(vec![bulk("1"), bulk("2")])
         );
-        match client.cmd(&["MGET", "x1", "x2", "x3", "x4"]) {
+        match client.cmd(&["MSET", "x1", "1", "x2", "2", "x3", "3"]) {
             Err(Error::Redis(RedisError::Server(e))) => assert_eq!(e.code(), "CROSSSLOT"),
             other => panic!("{other:?}"),
         }
+        // MGET, EXISTS and DEL across slots are split by slot and put together.
+        let keys: Vec<String> = (0..50)
+            .map(|i| format!("{protocol:?}-key-{}", i * 7))
+            .collect();
+        let mut mget = vec!["MGET".to_owned()];
+        mget.extend(keys.iter().cloned());
+        mget.push("nokey".to_owned());
+        let mut expected: Vec<Value> = (0..50).map(|i| bulk(&(i * 7).to_string())).collect();
+        expected.push(Value::Null);
+        assert_eq!(client.cmd(&mget).unwrap(), Value::Array(expected));
+        let mut exists = vec!["EXISTS".to_owned()];
+        exists.extend(keys.iter().cloned());
+        exists.push("nokey".to_owned());
+        assert_eq!(client.cmd(&exists).unwrap(), Value::Integer(50));
+        let mut del = vec!["DEL".to_owned()];
+        del.extend(keys[..10].iter().cloned());
+        assert_eq!(client.cmd(&del).unwrap(), Value::Integer(10));
+        assert_eq!(client.cmd(&exists).unwrap(), Value::Integer(40));
+
+        // Reads from replicas, on request.
+        let mut reader = ClusterClient::connect(&config).unwrap();
+        reader.set_read_from_replicas(true);
+        let key = format!("{protocol:?}-key-999");
+        let slot = key_slot(key.as_bytes());
+        let replica = reader.slot_map().replicas(slot).first().cloned();
+        let replica = replica.expect("each master has a replica");
+        let gets = |port: u16| {
+            let info = direct(port)
+                .cmd(&["INFO", "commandstats"])
+                .unwrap()
+                .to_string();
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+                .and_then(|l| l.split(',').next())
+                .map_or(0, |n| n.parse::<u64>().unwrap())
+        };
+        let before = gets(replica.port);
+        let mut value = Value::Null;
+        for _ in 0..100 {
+            value = reader.cmd(&["GET", &key]).unwrap();
+            if value != Value::Null {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(value, bulk("999"));
+        assert!(
+            gets(replica.port) > before,
+            "the replica {replica} served no GET"
+        );
+        // A write still goes to the master.
+        reader.cmd(&["SET", &key, "written"]).unwrap();
+        assert_eq!(client.cmd(&["GET", &key]).unwrap(), bulk("written"));
         // A command without a key goes anywhere.
         assert_eq!(
             client.cmd(&["PING"]).unwrap(),

@@ -304,11 +304,14 @@ impl SlotMap {
 /// `MOVED` (the map is updated, then read again with `CLUSTER SLOTS`) and `ASK`
 /// (`ASKING` then the command, pipelined, on the node named), and waiting then trying
 /// again on `TRYAGAIN` and `CLUSTERDOWN`, at most [`ClusterClient::MAX_REDIRECTS`]
-/// times.
+/// times per command (or per part of a split command).
 ///
-/// What it does not do yet: pipelines and transactions across nodes, splitting
-/// multi-key commands by slot (a command whose keys hash to different slots gets the
-/// server's `CROSSSLOT` error), reads from replicas, pub/sub.
+/// `MGET`, `DEL`, `UNLINK`, `EXISTS` and `TOUCH` whose keys hash to several slots are
+/// cut into one command per slot and their replies put together; reads go to
+/// replicas on request ([`ClusterClient::set_read_from_replicas`]).
+///
+/// What it does not do yet: pipelines and transactions across nodes, splitting other
+/// multi-key commands (`MSET` and the rest get the server's `CROSSSLOT` error), pub/sub.
 #[derive(Debug)]
 pub struct ClusterClient {
     config: Config,
@@ -316,6 +319,8 @@ pub struct ClusterClient {
     map: SlotMap,
     nodes: HashMap<NodeAddr, Client>,
     refresh: bool,
+    read_from_replicas: bool,
+    next_replica: usize,
 }
 
 impl ClusterClient {
@@ -346,6 +351,8 @@ impl ClusterClient {
             map: SlotMap::default(),
             nodes: HashMap::new(),
             refresh: false,
+            read_from_replicas: false,
+            next_replica: 0,
         };
         cluster.refresh_slots()?;
         Ok(cluster)
@@ -423,20 +430,101 @@ impl ClusterClient {
     /// As [`ClusterClient::cmd`], without the server error.
     pub fn reply<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value, Error> {
         let owned: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        if let Some(split) = split_by_slot(&owned) {
+            return self.run_split(split);
+        }
         let slot = first_key(args).map(key_slot);
-        let mut target = slot
-            .and_then(|s| self.map.master(s).cloned())
+        let replica_read = self.read_from_replicas && is_read_only(&owned[0]);
+        self.route(&owned, slot, replica_read)
+    }
+
+    /// Sends reads (the commands [`is_read_only`] knows) to a replica of the slot's
+    /// master, when it has one, after `READONLY` (pipelined with each read, so that a
+    /// reconnected replica connection is in read-only mode too). A replica may lag
+    /// behind its master: a read can miss a write the master acknowledged.
+    pub fn set_read_from_replicas(&mut self, on: bool) {
+        self.read_from_replicas = on;
+    }
+
+    /// Runs the parts of a command split by slot and puts their replies together.
+    fn run_split(&mut self, split: Split) -> Result<Value, Error> {
+        let mut parts = Vec::with_capacity(split.parts.len());
+        for (command, _) in &split.parts {
+            let slot = first_key(command).map(key_slot);
+            let replica_read = self.read_from_replicas && is_read_only(&command[0]);
+            let reply = self.route(command, slot, replica_read)?;
+            if reply.is_error() {
+                // The first failing part's error is the command's.
+                return Ok(reply);
+            }
+            parts.push(reply);
+        }
+        if split.sum {
+            let mut total: i64 = 0;
+            for part in &parts {
+                match part.without_attributes() {
+                    Value::Integer(n) => total = total.saturating_add(*n),
+                    _ => {
+                        return Err(Error::Redis(RedisError::UnexpectedReply {
+                            what: "a part of a split command that is not an integer",
+                        }))
+                    }
+                }
+            }
+            return Ok(Value::Integer(total));
+        }
+        let mut values = vec![Value::Null; split.len];
+        for ((_, positions), part) in split.parts.iter().zip(parts) {
+            let Value::Array(items) = part else {
+                return Err(Error::Redis(RedisError::UnexpectedReply {
+                    what: "a part of a split MGET that is not an array",
+                }));
+            };
+            if items.len() != positions.len() {
+                return Err(Error::Redis(RedisError::UnexpectedReply {
+                    what: "a part of a split MGET of the wrong length",
+                }));
+            }
+            for (position, item) in positions.iter().zip(items) {
+                values[*position] = item;
+            }
+        }
+        Ok(Value::Array(values))
+    }
+
+    /// Sends one command to the node serving `slot` and follows redirections.
+    fn route(
+        &mut self,
+        owned: &[Vec<u8>],
+        slot: Option<u16>,
+        replica_read: bool,
+    ) -> Result<Value, Error> {
+        let replica = match (replica_read, slot) {
+            (true, Some(slot)) => {
+                let replicas = self.map.replicas(slot);
+                if replicas.is_empty() {
+                    None
+                } else {
+                    self.next_replica = self.next_replica.wrapping_add(1);
+                    Some(replicas[self.next_replica % replicas.len()].clone())
+                }
+            }
+            _ => None,
+        };
+        let mut prefix: Option<&'static [u8]> = replica.as_ref().map(|_| &b"READONLY"[..]);
+        let mut target = replica
+            .or_else(|| slot.and_then(|s| self.map.master(s).cloned()))
             .or_else(|| self.map.masters().next().cloned())
             .unwrap_or_else(|| self.seed.clone());
-        let mut asking = false;
         let mut backoff = Duration::from_millis(10);
         for _ in 0..=Self::MAX_REDIRECTS {
             let client = self.node(&target)?;
-            let value = if asking {
-                let commands = [vec![b"ASKING".to_vec()], owned.clone()];
-                client.pipeline(&commands)?.pop().unwrap_or(Value::Null)
-            } else {
-                client.reply(&owned)?
+            let value = match prefix {
+                Some(first) => {
+                    let commands = [vec![first.to_vec()], owned.to_vec()];
+                    client.pipeline(&commands)?.pop().unwrap_or(Value::Null)
+                }
+                None => client.reply(owned)?,
             };
             let error = match value.without_attributes() {
                 Value::SimpleError(text) | Value::BulkError(text) => Some(text.clone()),
@@ -454,11 +542,11 @@ impl ClusterClient {
                     self.map.set_master(slot, node.clone());
                     self.refresh = true;
                     target = node;
-                    asking = false;
+                    prefix = None;
                 }
                 Some(Redirect::Ask { node, .. }) => {
                     target = node;
-                    asking = true;
+                    prefix = Some(b"ASKING");
                 }
                 None if error.starts_with(b"TRYAGAIN") => {
                     std::thread::sleep(backoff);
@@ -471,7 +559,7 @@ impl ClusterClient {
                     if let Some(master) = slot.and_then(|s| self.map.master(s).cloned()) {
                         target = master;
                     }
-                    asking = false;
+                    prefix = None;
                 }
                 None => return Ok(value),
             }
@@ -480,6 +568,129 @@ impl ClusterClient {
             limit: Self::MAX_REDIRECTS,
         }))
     }
+}
+
+/// A multi-key command cut into single-slot parts: each part's command and, for
+/// `MGET`, the positions of its keys in the whole reply.
+#[derive(Debug)]
+struct Split {
+    parts: Vec<(Vec<Vec<u8>>, Vec<usize>)>,
+    /// The whole reply's length (`MGET`).
+    len: usize,
+    /// The parts answer integers to add up (`DEL`, `UNLINK`, `EXISTS`, `TOUCH`).
+    sum: bool,
+}
+
+/// Cuts `MGET`, `DEL`, `UNLINK`, `EXISTS` and `TOUCH` whose keys hash to several
+/// slots into one command per slot. These are the commands whose parts can run
+/// apart without changing what the caller sees (but for atomicity: the parts run one
+/// after another, not as one command); `MSET` and the others are left whole (the
+/// server answers `CROSSSLOT`).
+fn split_by_slot(args: &[Vec<u8>]) -> Option<Split> {
+    let name = args.first()?.to_ascii_uppercase();
+    let sum = match name.as_slice() {
+        b"MGET" => false,
+        b"DEL" | b"UNLINK" | b"EXISTS" | b"TOUCH" => true,
+        _ => return None,
+    };
+    let keys = &args[1..];
+    let first = key_slot(keys.first()?);
+    if keys.iter().all(|k| key_slot(k) == first) {
+        return None;
+    }
+    let mut parts: Vec<(u16, Vec<Vec<u8>>, Vec<usize>)> = Vec::new();
+    for (position, key) in keys.iter().enumerate() {
+        let slot = key_slot(key);
+        match parts.iter_mut().find(|(s, _, _)| *s == slot) {
+            Some((_, command, positions)) => {
+                command.push(key.clone());
+                positions.push(position);
+            }
+            None => parts.push((slot, vec![args[0].clone(), key.clone()], vec![position])),
+        }
+    }
+    Some(Split {
+        parts: parts.into_iter().map(|(_, c, p)| (c, p)).collect(),
+        len: keys.len(),
+        sum,
+    })
+}
+
+/// Whether a replica may answer this command: the read-only commands on keys of
+/// strings, hashes, lists, sets, sorted sets and streams, and key metadata.
+#[must_use]
+pub fn is_read_only(name: &[u8]) -> bool {
+    const READS: &[&[u8]] = &[
+        b"GET",
+        b"MGET",
+        b"STRLEN",
+        b"GETRANGE",
+        b"SUBSTR",
+        b"EXISTS",
+        b"TYPE",
+        b"TTL",
+        b"PTTL",
+        b"EXPIRETIME",
+        b"PEXPIRETIME",
+        b"HGET",
+        b"HMGET",
+        b"HGETALL",
+        b"HKEYS",
+        b"HVALS",
+        b"HLEN",
+        b"HEXISTS",
+        b"HSTRLEN",
+        b"HRANDFIELD",
+        b"HSCAN",
+        b"LRANGE",
+        b"LLEN",
+        b"LINDEX",
+        b"LPOS",
+        b"SMEMBERS",
+        b"SISMEMBER",
+        b"SMISMEMBER",
+        b"SCARD",
+        b"SRANDMEMBER",
+        b"SSCAN",
+        b"SINTER",
+        b"SUNION",
+        b"SDIFF",
+        b"SINTERCARD",
+        b"ZRANGE",
+        b"ZRANGEBYSCORE",
+        b"ZREVRANGE",
+        b"ZREVRANGEBYSCORE",
+        b"ZRANGEBYLEX",
+        b"ZSCORE",
+        b"ZMSCORE",
+        b"ZCARD",
+        b"ZCOUNT",
+        b"ZLEXCOUNT",
+        b"ZRANK",
+        b"ZREVRANK",
+        b"ZSCAN",
+        b"XRANGE",
+        b"XREVRANGE",
+        b"XLEN",
+        b"XREAD",
+        b"BITCOUNT",
+        b"BITPOS",
+        b"GETBIT",
+        b"PFCOUNT",
+        b"GEOPOS",
+        b"GEODIST",
+        b"GEOHASH",
+        b"GEOSEARCH",
+        b"DUMP",
+        b"OBJECT",
+        b"MEMORY",
+        b"EVAL_RO",
+        b"EVALSHA_RO",
+        b"FCALL_RO",
+        b"LCS",
+        b"SORT_RO",
+    ];
+    READS.iter().any(|r| r.eq_ignore_ascii_case(name))
 }
 
 #[cfg(test)]
@@ -520,6 +731,34 @@ mod tests {
         assert_eq!(first_key(&["MEMORY", "STATS"]), None);
         let empty: [&str; 0] = [];
         assert_eq!(first_key(&empty), None);
+    }
+
+    #[test]
+    fn multi_key_commands_split_by_slot() {
+        let args = |words: &[&str]| {
+            words
+                .iter()
+                .map(|w| w.as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        };
+        // One slot: left whole.
+        assert!(split_by_slot(&args(&["MGET", "{t}a", "{t}b"])).is_none());
+        assert!(split_by_slot(&args(&["MSET", "a", "1", "b", "2"])).is_none());
+        assert!(split_by_slot(&args(&["MGET"])).is_none());
+        let split = split_by_slot(&args(&["MGET", "{a}1", "{b}1", "{a}2"])).unwrap();
+        assert_eq!(split.len, 3);
+        assert!(!split.sum);
+        assert_eq!(
+            split.parts,
+            [
+                (args(&["MGET", "{a}1", "{a}2"]), vec![0, 2]),
+                (args(&["MGET", "{b}1"]), vec![1]),
+            ]
+        );
+        let split = split_by_slot(&args(&["del", "{a}1", "{b}1"])).unwrap();
+        assert!(split.sum);
+        assert_eq!(split.parts.len(), 2);
+        assert!(is_read_only(b"get") && is_read_only(b"HGETALL") && !is_read_only(b"SET"));
     }
 
     #[test]

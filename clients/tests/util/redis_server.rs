@@ -214,17 +214,23 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stderr)
         );
         let cluster = RedisCluster { nodes };
-        // Every node must see every slot served.
+        // Every node must see every slot served, and every replica in CLUSTER SLOTS
+        // (replicas appear there once their masters know them).
         let deadline = Instant::now() + Duration::from_secs(60);
         for node in &cluster.nodes {
             loop {
                 let info = cluster.cli(node.port, &["CLUSTER", "INFO"]);
-                if info.contains("cluster_state:ok") {
+                let slots = cluster.cli(node.port, &["CLUSTER", "SLOTS"]);
+                let listed = cluster
+                    .nodes
+                    .iter()
+                    .all(|n| slots.lines().any(|l| l.trim() == n.port.to_string()));
+                if info.contains("cluster_state:ok") && listed {
                     break;
                 }
                 assert!(
                     Instant::now() < deadline,
-                    "the cluster did not become ok: {info}"
+                    "the cluster did not become ok: {info}{slots}"
                 );
                 std::thread::sleep(Duration::from_millis(100));
             }
