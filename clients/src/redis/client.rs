@@ -1,5 +1,6 @@
 //! The blocking driver: a [`Client`] moves bytes between a
-//! [`crate::transport::Stream`] and the [`Connection`] machine, and owns the deadlines.
+//! [`crate::transport::Stream`] (or a Unix-domain socket) and the [`Connection`]
+//! machine, and owns the deadlines, reconnects and Sentinel lookups.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -27,8 +28,8 @@ const MAX_PUSHES: usize = 100_000;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Config {
-    /// The host: a DNS name or an IP literal without brackets. Unix-domain sockets are
-    /// not supported yet.
+    /// The host: a DNS name or an IP literal without brackets (unused with
+    /// [`Config::unix_socket`] or [`Config::sentinel`]).
     pub host: String,
     /// The TCP port (Redis's default is 6379).
     pub port: u16,
