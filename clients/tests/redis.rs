@@ -818,6 +818,61 @@ fn client_side_caching_invalidation() {
 }
 
 #[test]
+fn client_side_cache() {
+    let server = RedisServer::start(None);
+    let mut writer = connect(&server, Protocol::Resp2);
+    let mut resp2 = connect(&server, Protocol::Resp2);
+    assert!(matches!(
+        resp2.enable_caching(100),
+        Err(Error::Redis(RedisError::InvalidInput { .. }))
+    ));
+    let mut client = connect(&server, Protocol::Resp3);
+    client.enable_caching(100).unwrap();
+    writer.cmd(&["SET", "k", "v1"]).unwrap();
+    writer.cmd(&["HSET", "h", "f", "x"]).unwrap();
+    let gets = |writer: &mut Client| {
+        let info = writer.cmd(&["INFO", "commandstats"]).unwrap().to_string();
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+            .and_then(|l| l.split(',').next())
+            .map_or(0, |n| n.parse::<u64>().unwrap())
+    };
+    assert_eq!(client.cached(&["GET", "k"]).unwrap(), bulk("v1"));
+    assert_eq!(client.cached(&["HGET", "h", "f"]).unwrap(), bulk("x"));
+    let before = gets(&mut writer);
+    for _ in 0..10 {
+        assert_eq!(client.cached(&["GET", "k"]).unwrap(), bulk("v1"));
+        assert_eq!(client.cached(&["HGET", "h", "f"]).unwrap(), bulk("x"));
+    }
+    // Answered from memory: the server saw no GET.
+    assert_eq!(gets(&mut writer), before);
+    assert_eq!(client.cache_len(), 2);
+    // Another client changes the key: the invalidation arrives and the next read
+    // goes to the server.
+    writer.cmd(&["SET", "k", "v2"]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let value = client.cached(&["GET", "k"]).unwrap();
+        if value == bulk("v2") {
+            break;
+        }
+        assert_eq!(value, bulk("v1"));
+        assert!(std::time::Instant::now() < deadline, "no invalidation came");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(client.cached(&["HGET", "h", "f"]).unwrap(), bulk("x"));
+    // FLUSHALL invalidates everything (a null key list).
+    writer.cmd(&["FLUSHALL"]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while client.cached(&["HGET", "h", "f"]).unwrap() != Value::Null {
+        assert!(std::time::Instant::now() < deadline, "no invalidation came");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The invalidations were not left in the push queue.
+    assert!(client.take_pushes().is_empty());
+}
+
+#[test]
 fn tls_with_a_private_ca() {
     let pki = util::pki();
     let server = RedisServer::start(Some(&pki.0));

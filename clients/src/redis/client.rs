@@ -2,7 +2,7 @@
 //! [`crate::transport::Stream`] (or a Unix-domain socket) and the [`Connection`]
 //! machine, and owns the deadlines, reconnects and Sentinel lookups.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -166,6 +166,8 @@ pub struct Client {
     wbuf: Vec<u8>,
     max_buffer: usize,
     pushes: VecDeque<Value>,
+    /// Client-side caching, when turned on.
+    cache: Option<Cache>,
     dropped_pushes: u64,
     response_timeout: Option<Duration>,
     /// What to reconnect with.
@@ -213,6 +215,7 @@ impl Client {
                 .saturating_add(config.limits.max_line_size)
                 .saturating_add(64),
             pushes: VecDeque::new(),
+            cache: None,
             dropped_pushes: 0,
             response_timeout: config.response_timeout,
             config: config.clone(),
@@ -337,7 +340,112 @@ impl Client {
                 )?;
             }
         }
+        if let Some(cache) = &mut self.cache {
+            // Invalidations for the old connection are lost: start empty, and track
+            // on the new one.
+            cache.clear();
+            self.cmd(&["CLIENT", "TRACKING", "on"])?;
+        }
         Ok(())
+    }
+
+    /// Turns on client-side caching (Redis's "client-side caching" reference, default
+    /// tracking mode): sends `CLIENT TRACKING on`, after which
+    /// [`Client::cached`] answers repeated reads from memory until the server sends an
+    /// `invalidate` push for their key. At most `max_entries` replies are kept; past
+    /// that the cache is emptied. After a reconnect the cache starts empty and tracking
+    /// is turned on again.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisError::InvalidInput`] unless the connection speaks RESP3 (in RESP2 the
+    /// invalidations would need a second connection, `REDIRECT`, which is not
+    /// implemented); as [`Client::cmd`].
+    pub fn enable_caching(&mut self, max_entries: usize) -> Result<(), Error> {
+        if self.conn.protocol() != Protocol::Resp3 {
+            return Err(redis(RedisError::InvalidInput {
+                what: "client-side caching needs RESP3",
+            }));
+        }
+        self.cmd(&["CLIENT", "TRACKING", "on"])?;
+        self.cache = Some(Cache {
+            max_entries,
+            ..Cache::default()
+        });
+        Ok(())
+    }
+
+    /// Runs a read of one key (`args[1]`: `GET k`, `HGET k f`, `LRANGE k 0 -1`, ...),
+    /// answering from the client-side cache when the same command was answered before
+    /// and no invalidation for its key has arrived since. Invalidations already
+    /// received are applied first (read without waiting), so a change made by another
+    /// client is seen once its `invalidate` push has reached this one. Without
+    /// [`Client::enable_caching`], the same as [`Client::cmd`]. Error replies are not
+    /// cached.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::cmd`].
+    pub fn cached<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value, Error> {
+        if self.cache.is_none() || args.len() < 2 {
+            return self.cmd(args);
+        }
+        if self.conn.error().is_some() {
+            if let Some(cache) = &mut self.cache {
+                cache.clear();
+            }
+        } else if self.conn.in_flight() == 0 {
+            if let Err(e) = self.feed_available(&mut |_| false) {
+                self.conn.handle_eof();
+                if let Some(cache) = &mut self.cache {
+                    cache.clear();
+                }
+                return Err(e);
+            }
+        }
+        self.apply_invalidations();
+        let command: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        if let Some(hit) = self.cache.as_ref().and_then(|c| c.replies.get(&command)) {
+            return Ok(hit.clone());
+        }
+        let value = self.cmd(args)?;
+        // Pushes that came with the reply may invalidate what was just read.
+        if let Some(cache) = &mut self.cache {
+            cache.insert(command, value.clone());
+        }
+        self.apply_invalidations();
+        Ok(value)
+    }
+
+    /// The number of replies in the client-side cache.
+    #[must_use]
+    pub fn cache_len(&self) -> usize {
+        self.cache.as_ref().map_or(0, |c| c.replies.len())
+    }
+
+    /// Takes the `invalidate` pushes out of the push queue and drops the cached
+    /// replies of their keys (all of them for a null key list, as `FLUSHALL` sends).
+    fn apply_invalidations(&mut self) {
+        let Some(cache) = &mut self.cache else {
+            return;
+        };
+        self.pushes.retain(|push| {
+            let Value::Push(items) = push.without_attributes() else {
+                return true;
+            };
+            if items.first().and_then(Value::as_bytes) != Some(b"invalidate") {
+                return true;
+            }
+            match items.get(1) {
+                Some(Value::Array(keys)) => {
+                    for key in keys.iter().filter_map(Value::as_bytes) {
+                        cache.invalidate(key);
+                    }
+                }
+                _ => cache.clear(),
+            }
+            false
+        });
     }
 
     /// Connects as [`Client::connect`] to the server a URL names (see
@@ -1055,5 +1163,43 @@ impl Iterator for Scan<'_> {
             }
             self.buffered.extend(elements);
         }
+    }
+}
+
+/// The client-side cache: replies by command, and the commands cached for each key.
+#[derive(Debug, Default)]
+struct Cache {
+    max_entries: usize,
+    replies: HashMap<Vec<Vec<u8>>, Value>,
+    by_key: HashMap<Vec<u8>, Vec<Vec<Vec<u8>>>>,
+}
+
+impl Cache {
+    fn insert(&mut self, command: Vec<Vec<u8>>, value: Value) {
+        if value.is_error() {
+            return;
+        }
+        if self.replies.len() >= self.max_entries {
+            self.clear();
+        }
+        if self.max_entries == 0 {
+            return;
+        }
+        self.by_key
+            .entry(command[1].clone())
+            .or_default()
+            .push(command.clone());
+        self.replies.insert(command, value);
+    }
+
+    fn invalidate(&mut self, key: &[u8]) {
+        for command in self.by_key.remove(key).unwrap_or_default() {
+            self.replies.remove(&command);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.replies.clear();
+        self.by_key.clear();
     }
 }
