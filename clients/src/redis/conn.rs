@@ -337,8 +337,10 @@ impl Connection {
     /// # Errors
     ///
     /// [`Error::NotReady`] before [`Event::Ready`]; [`Error::InvalidInput`] when
-    /// `args` is empty (the server would send no reply); the sticky error of a failed
-    /// connection.
+    /// `args` is empty (the server would send no reply) or is a command that breaks
+    /// the one-reply-per-command rule the FIFO relies on: `CLIENT REPLY OFF|SKIP`
+    /// (no reply, so the next reply would go to the wrong command), `MONITOR`, `SYNC`
+    /// and `PSYNC` (endless streams); the sticky error of a failed connection.
     pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<RequestId, Error> {
         self.check()?;
         if self.state != State::Ready {
@@ -348,6 +350,9 @@ impl Connection {
             return Err(Error::InvalidInput {
                 what: "a command needs a name",
             });
+        }
+        if let Some(what) = breaks_reply_counting(args) {
+            return Err(Error::InvalidInput { what });
         }
         Ok(self.queue(args, Purpose::Caller))
     }
@@ -639,6 +644,19 @@ impl Connection {
     }
 }
 
+/// Why a command cannot go through the FIFO, if it cannot.
+fn breaks_reply_counting<A: AsRef<[u8]>>(args: &[A]) -> Option<&'static str> {
+    let word = |i: usize| args.get(i).map(|a| a.as_ref().to_ascii_uppercase());
+    match word(0)?.as_slice() {
+        b"CLIENT" if word(1).as_deref() == Some(b"REPLY") && word(2).as_deref() != Some(b"ON") => {
+            Some("CLIENT REPLY OFF or SKIP would leave commands without replies")
+        }
+        b"MONITOR" => Some("MONITOR streams replies no command asked for"),
+        b"SYNC" | b"PSYNC" => Some("SYNC and PSYNC stream a replication feed"),
+        _ => None,
+    }
+}
+
 fn handshake(command: &'static str, message: &[u8]) -> Error {
     Error::Handshake {
         command,
@@ -901,6 +919,27 @@ mod tests {
         let empty: [&str; 0] = [];
         assert!(matches!(conn.send(&empty), Err(Error::InvalidInput { .. })));
         assert!(!conn.wants_write());
+    }
+
+    #[test]
+    fn commands_that_break_reply_counting_are_refused() {
+        let mut conn = ready_resp2();
+        for args in [
+            &["CLIENT", "REPLY", "OFF"][..],
+            &["client", "reply", "skip"],
+            &["CLIENT", "REPLY"],
+            &["MONITOR"],
+            &["SYNC"],
+            &["PSYNC", "?", "-1"],
+        ] {
+            assert!(
+                matches!(conn.send(args), Err(Error::InvalidInput { .. })),
+                "{args:?}"
+            );
+        }
+        assert!(!conn.wants_write());
+        assert!(conn.send(&["CLIENT", "REPLY", "ON"]).is_ok());
+        assert!(conn.send(&["CLIENT", "LIST"]).is_ok());
     }
 
     #[test]
