@@ -134,6 +134,32 @@ fn cluster_routing_redirections_and_a_slot_migration_under_load() {
         // A write still goes to the master.
         reader.cmd(&["SET", &key, "written"]).unwrap();
         assert_eq!(client.cmd(&["GET", &key]).unwrap(), bulk("written"));
+        // A pipeline across the three masters, in order, an error in its place.
+        let mut commands: Vec<Vec<String>> = Vec::new();
+        for i in 0..300 {
+            let key = format!("{protocol:?}-pipe-{i}");
+            commands.push(vec!["SET".into(), key.clone(), i.to_string()]);
+            commands.push(vec!["INCR".into(), key.clone()]);
+            commands.push(vec!["GET".into(), key]);
+        }
+        commands.push(vec!["INCR".into(), format!("{protocol:?}-key-1-text")]);
+        commands.push(vec!["MGET".into(), "a".into(), "b".into(), "c".into()]);
+        client
+            .cmd(&["SET", &format!("{protocol:?}-key-1-text"), "x"])
+            .unwrap();
+        let replies = client.pipeline(&commands).unwrap();
+        assert_eq!(replies.len(), 902);
+        for i in 0..300 {
+            assert_eq!(replies[3 * i], Value::SimpleString(b"OK".to_vec()));
+            assert_eq!(replies[3 * i + 1], Value::Integer(i as i64 + 1));
+            assert_eq!(replies[3 * i + 2], bulk(&(i + 1).to_string()));
+        }
+        assert!(replies[900].is_error());
+        assert_eq!(
+            replies[901],
+            Value::Array(vec![Value::Null, Value::Null, Value::Null])
+        );
+
         // A command without a key goes anywhere.
         assert_eq!(
             client.cmd(&["PING"]).unwrap(),
@@ -218,6 +244,14 @@ fn cluster_routing_redirections_and_a_slot_migration_under_load() {
     assert_eq!(client.cmd(&["GET", "{mig}0"]).unwrap(), bulk("v0"));
     assert_eq!(client.cmd(&["GET", "{mig}10"]).unwrap(), bulk("v10"));
     assert_eq!(client.slot_map().master(slot), Some(&source));
+    // A pipeline in the middle of the migration: moved keys by ASK, the others not.
+    let gets: Vec<[String; 2]> = (0..20)
+        .map(|i| ["GET".to_owned(), format!("{{mig}}{i}")])
+        .collect();
+    let replies = client.pipeline(&gets).unwrap();
+    for (i, reply) in replies.iter().enumerate() {
+        assert_eq!(reply, &bulk(&format!("v{i}")), "{{mig}}{i}");
+    }
     // A new key during the migration goes to the target.
     client.cmd(&["SET", "{mig}new", "n"]).unwrap();
     assert_eq!(

@@ -310,8 +310,10 @@ impl SlotMap {
 /// cut into one command per slot and their replies put together; reads go to
 /// replicas on request ([`ClusterClient::set_read_from_replicas`]).
 ///
-/// What it does not do yet: pipelines and transactions across nodes, splitting other
-/// multi-key commands (`MSET` and the rest get the server's `CROSSSLOT` error), pub/sub.
+/// [`ClusterClient::pipeline`] sends each master its commands as one pipeline.
+///
+/// What it does not do yet: transactions, splitting other multi-key commands (`MSET`
+/// and the rest get the server's `CROSSSLOT` error), pub/sub.
 #[derive(Debug)]
 pub struct ClusterClient {
     config: Config,
@@ -436,6 +438,73 @@ impl ClusterClient {
         let slot = first_key(args).map(key_slot);
         let replica_read = self.read_from_replicas && is_read_only(&owned[0]);
         self.route(&owned, slot, replica_read)
+    }
+
+    /// Sends every command of `commands` and returns their replies in the same order
+    /// (error replies as values): the commands for each master go to it as one
+    /// pipeline; a reply that is a redirection (`MOVED`, `ASK`) or `TRYAGAIN` /
+    /// `CLUSTERDOWN` has its command sent again alone, as [`ClusterClient::reply`]
+    /// does; commands that are split by slot or read from replicas run alone.
+    /// Commands on one key run in the order given; commands on different masters run
+    /// in no particular order relative to each other.
+    ///
+    /// # Errors
+    ///
+    /// As [`ClusterClient::reply`], for the first command whose node failed.
+    pub fn pipeline<C: AsRef<[A]>, A: AsRef<[u8]>>(
+        &mut self,
+        commands: &[C],
+    ) -> Result<Vec<Value>, Error> {
+        let owned: Vec<Vec<Vec<u8>>> = commands
+            .iter()
+            .map(|c| c.as_ref().iter().map(|a| a.as_ref().to_vec()).collect())
+            .collect();
+        let mut results: Vec<Option<Value>> = vec![None; owned.len()];
+        let mut groups: Vec<(NodeAddr, Vec<usize>)> = Vec::new();
+        for (i, command) in owned.iter().enumerate() {
+            let alone = command.is_empty()
+                || split_by_slot(command).is_some()
+                || (self.read_from_replicas && is_read_only(&command[0]));
+            if alone {
+                continue;
+            }
+            let slot = first_key(command).map(key_slot);
+            let target = slot
+                .and_then(|s| self.map.master(s).cloned())
+                .or_else(|| self.map.masters().next().cloned())
+                .unwrap_or_else(|| self.seed.clone());
+            match groups.iter_mut().find(|(node, _)| *node == target) {
+                Some((_, indices)) => indices.push(i),
+                None => groups.push((target, vec![i])),
+            }
+        }
+        for (node, indices) in &groups {
+            let batch: Vec<&Vec<Vec<u8>>> = indices.iter().map(|i| &owned[*i]).collect();
+            let replies = self.node(node)?.pipeline(&batch)?;
+            for (i, reply) in indices.iter().zip(replies) {
+                let redirected = match reply.without_attributes() {
+                    Value::SimpleError(text) | Value::BulkError(text) => {
+                        Redirect::parse(text).is_some()
+                            || text.starts_with(b"TRYAGAIN")
+                            || text.starts_with(b"CLUSTERDOWN")
+                    }
+                    _ => false,
+                };
+                if !redirected {
+                    results[*i] = Some(reply);
+                }
+            }
+        }
+        // Everything not answered yet runs alone, in order.
+        for (i, command) in owned.iter().enumerate() {
+            if results[i].is_none() {
+                results[i] = Some(self.reply(command)?);
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or(Value::Null))
+            .collect())
     }
 
     /// Sends reads (the commands [`is_read_only`] knows) to a replica of the slot's
