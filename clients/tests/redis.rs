@@ -14,7 +14,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use keel_clients::redis::resp::{self, Decoder, Limits};
-use keel_clients::redis::{Client, Config, Error as RedisError, Protocol, Script, Value};
+use keel_clients::redis::{Client, Config, Error as RedisError, Message, Protocol, Script, Value};
 use keel_clients::transport::TrustAnchors;
 use keel_clients::{Error, Phase};
 use util::redis_server::{RedisServer, ALICE, ALICE_URL_PW, READER};
@@ -633,6 +633,14 @@ fn pubsub_messages_are_kept_apart_from_replies() {
         bulk("sport"),
         bulk("goal")
     ])));
+    let messages: Vec<Message> = got.iter().filter_map(Message::from_push).collect();
+    assert_eq!(messages.len(), 2);
+    assert!(messages
+        .iter()
+        .all(|m| m.channel == b"sport" && m.payload == b"goal" && !m.sharded));
+    assert!(messages
+        .iter()
+        .any(|m| m.pattern.as_deref() == Some(&b"s*"[..])));
     assert_eq!(
         subscriber.next_push(Duration::from_millis(50)).unwrap(),
         None

@@ -152,3 +152,93 @@ impl std::fmt::Display for ServerError {
         f.write_str(&self.message)
     }
 }
+
+/// A pub/sub message, as the `message`, `pmessage` and `smessage` push frames carry it
+/// (RESP3 pushes, or RESP2 arrays on a subscribed connection; Redis documentation,
+/// "Pub/Sub", "Format of pushed messages").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The channel it was published to.
+    pub channel: Vec<u8>,
+    /// The pattern that matched the channel (`pmessage` only).
+    pub pattern: Option<Vec<u8>>,
+    /// What was published.
+    pub payload: Vec<u8>,
+    /// Whether it came through a shard channel (`smessage`, `SPUBLISH`).
+    pub sharded: bool,
+}
+
+impl Message {
+    /// The message a push frame (from [`Client::next_push`] or
+    /// [`Client::take_pushes`]) carries; `None` for other pushes (subscription
+    /// confirmations, invalidations, ...).
+    #[must_use]
+    pub fn from_push(push: &Value) -> Option<Message> {
+        let (Value::Push(items) | Value::Array(items)) = push.without_attributes() else {
+            return None;
+        };
+        let text = |i: usize| items.get(i).and_then(Value::as_bytes).map(<[u8]>::to_vec);
+        let kind = text(0)?.to_ascii_lowercase();
+        match (kind.as_slice(), items.len()) {
+            (b"message" | b"smessage", 3) => Some(Message {
+                channel: text(1)?,
+                pattern: None,
+                payload: text(2)?,
+                sharded: kind == b"smessage",
+            }),
+            (b"pmessage", 4) => Some(Message {
+                channel: text(2)?,
+                pattern: Some(text(1)?),
+                payload: text(3)?,
+                sharded: false,
+            }),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_from_pushes() {
+        let b = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(
+            Message::from_push(&Value::Push(vec![b("message"), b("ch"), b("hi")])),
+            Some(Message {
+                channel: b"ch".to_vec(),
+                pattern: None,
+                payload: b"hi".to_vec(),
+                sharded: false,
+            })
+        );
+        assert_eq!(
+            Message::from_push(&Value::Array(vec![
+                b("pmessage"),
+                b("c*"),
+                b("ch"),
+                b("hi")
+            ])),
+            Some(Message {
+                channel: b"ch".to_vec(),
+                pattern: Some(b"c*".to_vec()),
+                payload: b"hi".to_vec(),
+                sharded: false,
+            })
+        );
+        assert!(
+            Message::from_push(&Value::Push(vec![b("smessage"), b("s"), b("x")]))
+                .unwrap()
+                .sharded
+        );
+        for other in [
+            Value::Push(vec![b("subscribe"), b("ch"), Value::Integer(1)]),
+            Value::Push(vec![b("invalidate"), Value::Null]),
+            Value::Push(vec![b("message"), b("ch")]),
+            Value::Integer(1),
+        ] {
+            assert_eq!(Message::from_push(&other), None, "{other:?}");
+        }
+    }
+}
