@@ -17,7 +17,16 @@ use util::redis_server::{RedisServer, ALICE, ALICE_URL_PW};
 use util::{example_path, Run, STEP_TIMEOUT};
 
 fn redis_cli(args: &[&str]) -> Run {
-    let mut child = Command::new(example_path("redis-cli"))
+    redis_cli_with_env(args, &[])
+}
+
+/// [`redis_cli`] with environment variables set for the example.
+fn redis_cli_with_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> Run {
+    let mut command = Command::new(example_path("redis-cli"));
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -378,4 +387,30 @@ fn same_values_as_redis_cli() {
             );
         }
     }
+}
+
+#[test]
+fn rediss_urls_use_tls() {
+    // The example trusts the system store, which `SSL_CERT_FILE` replaces
+    // (openssl-probe): the private CA is trusted, the server's name verified.
+    let pki = util::pki();
+    let server = RedisServer::start(Some(&pki.0));
+    let url = format!("rediss://localhost:{}", server.tls_port.unwrap());
+    let ca = pki.0.join("ca.pem");
+    for extra in [&[][..], &["--resp3"]] {
+        let mut args = vec!["--url", url.as_str()];
+        args.extend(extra);
+        args.extend(["ECHO", "secret"]);
+        let run = redis_cli_with_env(&args, &[("SSL_CERT_FILE", &ca)]);
+        assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+        assert_eq!(
+            String::from_utf8(run.stdout).unwrap(),
+            "{\"bulk\":\"secret\"}\n"
+        );
+    }
+    // Another CA: the handshake fails, exit 1.
+    let other = pki.0.join("other-ca.pem");
+    let run = redis_cli_with_env(&["--url", &url, "PING"], &[("SSL_CERT_FILE", &other)]);
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("tls handshake"), "{}", run.stderr);
 }
