@@ -288,6 +288,23 @@ fn pipeline_of_ten_thousand_commands() {
 #[test]
 fn multi_exec_and_watch() {
     let server = RedisServer::start(None);
+    // A user who may write but not use MULTI: the commands of a refused transaction
+    // must not run one by one.
+    connect(&server, Protocol::Resp2)
+        .cmd(&[
+            "ACL", "SETUSER", "nomulti", "on", ">pw", "~*", "+@all", "-multi",
+        ])
+        .unwrap();
+    for protocol in [Protocol::Resp2, Protocol::Resp3] {
+        let mut config = Config::new("127.0.0.1", server.port);
+        config.protocol = protocol;
+        config.username = Some("nomulti".into());
+        config.password = Some("pw".into());
+        let mut refused = Client::connect(&config).unwrap();
+        let e = refused.transaction(&[["SET", "never", "1"]]).unwrap_err();
+        assert_eq!(server_code(&e), "NOPERM");
+        assert_eq!(refused.cmd(&["GET", "never"]).unwrap(), Value::Null);
+    }
     for protocol in [Protocol::Resp2, Protocol::Resp3] {
         let mut client = connect(&server, protocol);
         let mut other = connect(&server, protocol);

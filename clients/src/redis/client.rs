@@ -519,10 +519,16 @@ impl Client {
         self.exchange(commands, deadline)
     }
 
-    /// Runs `commands` in a transaction: `MULTI`, the commands, `EXEC`, pipelined.
-    /// Returns `Some` with each command's result (error replies as values), or `None`
-    /// when `EXEC` answered null because a key `WATCH`ed before was changed (the
-    /// commands did not run). Call `WATCH` with [`Client::cmd`] before.
+    /// Runs `commands` in a transaction: `MULTI` alone, then the commands and `EXEC`
+    /// pipelined. Returns `Some` with each command's result (error replies as
+    /// values), or `None` when `EXEC` answered null because a key `WATCH`ed before was
+    /// changed (the commands did not run). Call `WATCH` with [`Client::cmd`] before.
+    ///
+    /// `MULTI` goes first on its own so that, when the server refuses it (`NOPERM`,
+    /// a nested `MULTI`), the commands are not sent at all: pipelined behind a refused
+    /// `MULTI` they would run one by one, outside any transaction. When `MULTI` times
+    /// out, the connection is closed, since the server may be left inside a
+    /// transaction, queuing the next caller's commands instead of running them.
     ///
     /// # Errors
     ///
@@ -533,15 +539,27 @@ impl Client {
         &mut self,
         commands: &[C],
     ) -> Result<Option<Vec<Value>>, Error> {
-        let mut all: Vec<Vec<&[u8]>> = Vec::with_capacity(commands.len() + 2);
-        all.push(vec![b"MULTI"]);
+        match self.reply(&["MULTI"]) {
+            Ok(reply) => {
+                into_result(reply)?;
+            }
+            Err(e) => {
+                if e.is_timeout() {
+                    self.conn.handle_eof();
+                    self.stream.close();
+                }
+                return Err(e);
+            }
+        }
+        let mut all: Vec<Vec<&[u8]>> = Vec::with_capacity(commands.len() + 1);
         for c in commands {
             all.push(c.as_ref().iter().map(AsRef::as_ref).collect());
         }
         all.push(vec![b"EXEC"]);
+        // EXEC is sent with the commands: whatever happens to this call, the server
+        // leaves the transaction.
         let mut replies = self.pipeline(&all)?;
         let exec = replies.pop().unwrap_or(Value::Null);
-        into_result(replies.swap_remove(0))?;
         match into_result(exec)? {
             Value::Null => Ok(None),
             Value::Array(results) => Ok(Some(results)),
@@ -661,11 +679,16 @@ impl Client {
     }
 
     /// The server was silent for [`Config::health_check_interval`]: `PING` it (allowed
-    /// in RESP2's subscribed mode too). No answer within the response timeout means the
-    /// connection is dead: it is closed, so the next call reconnects and subscribes
-    /// again.
+    /// in RESP2's subscribed mode too). No answer within the response timeout (or, with
+    /// none, the interval) means the connection is dead: it is closed, so the next call
+    /// reconnects and subscribes again.
     fn health_check(&mut self) -> Result<(), Error> {
-        match self.reply(&["PING"]) {
+        // Without a response timeout, wait for the PONG as long as between checks.
+        let timeout = self
+            .response_timeout
+            .or(self.config.health_check_interval)
+            .unwrap_or(Duration::from_secs(30));
+        match self.exchange(&[["PING"]], deadline_after(timeout)) {
             Ok(_) => Ok(()),
             Err(e) => {
                 self.conn.handle_eof();
