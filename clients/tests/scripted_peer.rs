@@ -358,9 +358,15 @@ fn endless_interim_responses_stop_at_the_total_timeout() {
         let flood = b"HTTP/1.1 102 Processing\r\n\r\n".repeat(1000);
         while stream.write_all(&flood).is_ok() {}
     });
+    // No limit on interim responses here (the default stops them at 16): the total
+    // timeout must stop the flood by itself.
     let client = Client::builder()
         .read_timeout(Duration::from_secs(5))
         .total_timeout(Duration::from_millis(500))
+        .limits(ClientLimits {
+            max_interim_responses: u32::MAX,
+            ..ClientLimits::default()
+        })
         .build()
         .unwrap();
     // On a thread, so that a client that never stops fails the test instead of
@@ -375,6 +381,27 @@ fn endless_interim_responses_stop_at_the_total_timeout() {
         })) => {}
         Ok(other) => panic!("{other:?}"),
         Err(_) => panic!("send() did not stop at the total timeout"),
+    }
+    server.join().unwrap();
+}
+
+#[test]
+fn endless_interim_responses_are_refused_past_the_limit() {
+    let (addr, server) = scripted(1, |_, mut stream| {
+        read_head(&mut stream);
+        let flood = b"HTTP/1.1 102 Processing\r\n\r\n".repeat(100);
+        let _ = stream.write_all(&flood);
+    });
+    let client = Client::builder()
+        .total_timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    match client.get(&url(addr, "/")).send() {
+        Err(Error::Http {
+            phase: Phase::ReceiveHead,
+            source: HttpError::TooManyInterimResponses { limit: 16 },
+        }) => {}
+        other => panic!("{:?}", other.map(|r| r.status())),
     }
     server.join().unwrap();
 }
