@@ -100,7 +100,10 @@ fn control_a_chunked_body_over_the_limit_is_refused_on_a_fresh_connection() {
     let mut conn = ServerConnection::default();
     let second = chunked_post("/echo", 100);
     let result = serve_one(&mut conn, &mut ctx, &second, false);
-    assert!(matches!(result, Err(Error::BodyTooLarge { .. })), "{result:?}");
+    assert!(
+        matches!(result, Err(Error::BodyTooLarge { .. })),
+        "{result:?}"
+    );
 }
 
 /// FINDING: empty lines before a request-line restart the idle clock. The
@@ -190,7 +193,10 @@ fn a_head_trickled_line_by_line_is_parsed_about_once() {
     let mut parser = RequestParser::new(limits);
     let once = Instant::now();
     for _ in 0..20 {
-        assert!(matches!(parser.parse_resumed(&whole, 0).unwrap(), Status::Complete(_)));
+        assert!(matches!(
+            parser.parse_resumed(&whole, 0).unwrap(),
+            Status::Complete(_)
+        ));
     }
     let once = once.elapsed() / 20;
 
