@@ -959,8 +959,10 @@ impl ServerConnection {
                 IncomingBody::ContentLength { remaining: n }
             }
             BodyLength::Chunked => {
+                // A new decoder each time, with the context's limits: one lifted
+                // for an earlier body must not outlive it.
                 match self.decoder.as_mut() {
-                    Some(decoder) => decoder.reset(),
+                    Some(decoder) => **decoder = ChunkedDecoder::new(context.chunked_limits()),
                     None => {
                         self.decoder =
                             Some(Box::new(ChunkedDecoder::new(context.chunked_limits())));
