@@ -584,6 +584,10 @@ pub struct ServerConnection {
     /// Between requests, the head timeout runs (a head began, or the
     /// connection is new), not the keep-alive one.
     head_clock: bool,
+    /// A final response was completed since the last `on_idle`: the next
+    /// one starts the keep-alive timeout. Nothing else does, so bytes that
+    /// begin no request (empty lines) cannot restart the clock.
+    response_ended: bool,
 }
 
 impl Default for ServerConnection {
@@ -607,6 +611,7 @@ impl ServerConnection {
             decoder: None,
             since: 0,
             head_clock: true,
+            response_ended: false,
         }
     }
 
@@ -635,10 +640,16 @@ impl ServerConnection {
     }
 
     /// Tells the connection that every response was written at `now` and
-    /// nothing of a next request is buffered: the keep-alive timeout runs
-    /// from now. Nothing changes while a head is arriving.
+    /// nothing of a next request is buffered: if a response was completed
+    /// since the last call, the keep-alive timeout runs from now. Nothing
+    /// changes while a head is arriving, nor for a call with no response
+    /// completed since the last (empty lines between requests, RFC 9112
+    /// §2.2, do not restart the clock).
     #[inline]
     pub fn on_idle(&mut self, now: u64) {
+        if !std::mem::take(&mut self.response_ended) {
+            return;
+        }
         if self.head_scanned == 0 && self.between_requests() {
             self.since = now;
             self.head_clock = false;
@@ -1000,6 +1011,7 @@ impl ServerConnection {
     #[inline(always)]
     fn response_done(&mut self) {
         self.writing = Writing::Done;
+        self.response_ended = true;
         if self.close && matches!(self.reading, Reading::Done | Reading::Body(_)) {
             self.reading = Reading::Closed;
         }
@@ -1175,6 +1187,7 @@ impl ServerConnection {
                 && !matches!(code, 204 | 205 | 304)
             {
                 self.writing = Writing::Done;
+                self.response_ended = true;
                 return ResponseFraming {
                     length: LengthField::ContentLength(n),
                     connection: ConnectionField::None,
@@ -1955,6 +1968,12 @@ mod tests {
         let mut ctx = ServerContext::default();
         let mut conn = ServerConnection::new();
         conn.start_clock(0);
+        let first = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+        assert_eq!(
+            conn.feed(&mut ctx, first).unwrap().event,
+            ServerEvent::Request
+        );
+        respond(&mut conn, "/", b"", &mut Vec::new());
         conn.on_idle(0);
         assert_eq!(conn.poll_timeout(&T), Some(1000), "keep-alive while idle");
         let wire = b"GET / HTTP/1.1\r\nHost: h\r\n\r\n";
