@@ -44,9 +44,15 @@ fn answer(query: &[u8], truncated: bool) -> Vec<u8> {
 
 /// Serves one UDP query (cut answer) and one TCP query (whole answer) on one port.
 fn serve() -> (SocketAddr, std::thread::JoinHandle<()>) {
-    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = udp.local_addr().unwrap();
-    let tcp = TcpListener::bind(addr).unwrap();
+    // A free UDP port may be taken for TCP by another process: try a few.
+    let (udp, tcp, addr) = (0..50)
+        .find_map(|_| {
+            let udp = UdpSocket::bind("127.0.0.1:0").ok()?;
+            let addr = udp.local_addr().ok()?;
+            let tcp = TcpListener::bind(addr).ok()?;
+            Some((udp, tcp, addr))
+        })
+        .expect("a port free for both UDP and TCP");
     let t = std::thread::spawn(move || {
         udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut buf = [0u8; 1500];
