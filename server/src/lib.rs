@@ -33,21 +33,23 @@
 //! backoff if it keeps dying. Return an error status instead of panicking.
 //!
 //! ```no_run
-//! use keel_server::{Config, Request, Response, Server};
+//! use keel_server::{handler_fn, Config, Method, Server, StatusCode};
 //!
 //! fn main() -> Result<(), keel_server::Error> {
 //!     let config = Config::new("127.0.0.1:8080".parse().unwrap());
 //!     let server = Server::bind(config)?;
 //!     let addr = server.local_addr();
 //!     server.run_with_ready(
+//!         // `handler_fn` lets Rust infer the closure's parameter types
+//!         // (`&Request<'_>`, `&mut Response`).
 //!         || {
-//!             |req: &Request<'_>, res: &mut Response| {
-//!                 if req.path() == b"/" {
+//!             handler_fn(|req, res| {
+//!                 if req.path() == b"/" && req.method() == Method::GET {
 //!                     res.header("Content-Type", "text/plain").body(b"Hello, World!");
 //!                 } else {
-//!                     res.set_status(keel_http::StatusCode::NOT_FOUND);
+//!                     res.set_status(StatusCode::NOT_FOUND);
 //!                 }
-//!             }
+//!             })
 //!         },
 //!         // Once every worker listens.
 //!         || println!("listening on {addr}"),
