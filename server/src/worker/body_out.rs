@@ -1,0 +1,321 @@
+//! Response bodies going out after their head: files by `sendfile` (or `pread` under
+//! TLS) and streams, within a send budget per loop turn.
+
+use super::conn::Conn;
+use super::output::write_until_full;
+use super::{millis, Worker};
+use crate::handler::{Handler, Source};
+use crate::stream::{BodyStream, StreamContext, StreamPoll};
+use crate::timer::Millis;
+use keel_linux::io as lio;
+use std::io;
+
+/// Most body bytes (file, stream, or encrypted) one connection sends per loop turn, so
+/// one fast reader of a large body cannot hold the loop up.
+pub(super) const SEND_BUDGET: u64 = 1 << 20;
+
+/// How much of a file one `pread` takes for an HTTPS connection.
+pub(super) const TLS_FILE_PIECE: u64 = 64 * 1024;
+
+/// A file or stream body on its way out.
+pub(super) enum Active {
+    /// `remaining` bytes of `file` from `offset`, by `sendfile`.
+    File {
+        file: std::fs::File,
+        offset: u64,
+        remaining: u64,
+    },
+    /// A stream; `remaining` bytes when its length was declared; framed by the
+    /// connection's [`ServerConnection`](keel_http::ServerConnection) (chunked, or as is for HTTP/1.0) when it was
+    /// not.
+    Stream {
+        stream: Box<dyn BodyStream>,
+        remaining: Option<u64>,
+        /// The stream said `Pending`: not polled until `wake_at` or a waker.
+        waiting: bool,
+        wake_at: Option<Millis>,
+    },
+}
+
+impl Active {
+    /// The body `source` (from the handler's response), not yet begun.
+    pub(super) fn new(source: Source) -> Active {
+        match source {
+            Source::File { file, offset, len } => Active::File {
+                file,
+                offset,
+                remaining: len,
+            },
+            Source::Stream { stream, len } => Active::Stream {
+                stream,
+                remaining: len,
+                waiting: false,
+                wake_at: None,
+            },
+        }
+    }
+
+    /// Whether it is a stream that said `Pending` and waits to be woken.
+    pub(super) fn is_waiting(&self) -> bool {
+        matches!(self, Active::Stream { waiting: true, .. })
+    }
+}
+
+/// What [`Worker::send`] got to.
+pub(super) enum Sent {
+    /// The socket is full, or this turn's send budget is spent: wait for writability.
+    Blocked,
+    /// Everything is written and no body part waits to be produced now.
+    Done,
+    /// The connection failed; it must be dropped.
+    Failed,
+}
+
+impl<'t, H: Handler> Worker<'t, H> {
+    /// Whether connection `i` is sending a stream body.
+    pub(super) fn is_streaming(&self, i: usize) -> bool {
+        matches!(
+            self.conns.get(i),
+            Some(Some(Conn {
+                source: Some(Active::Stream { .. }),
+                ..
+            }))
+        )
+    }
+
+    /// Polls connection `i`'s stream now if it is waiting.
+    pub(super) fn resume_stream(&mut self, i: usize) {
+        let Some(Some(c)) = self.conns.get_mut(i) else {
+            return;
+        };
+        if let Some(Active::Stream {
+            waiting, wake_at, ..
+        }) = &mut c.source
+        {
+            if *waiting {
+                *waiting = false;
+                *wake_at = None;
+                self.flush(i);
+                self.arm(i);
+            }
+        }
+    }
+
+    /// Sends output, file and stream bodies of connection `i` (see [`Worker::send`]),
+    /// and goes on with the requests that waited behind a body that ended.
+    #[inline(never)]
+    pub(super) fn send_bodies(&mut self, i: usize) {
+        // One budget for the whole turn, across the pipelined bodies it reaches.
+        let mut budget = SEND_BUDGET;
+        loop {
+            match self.send(i, &mut budget) {
+                Sent::Failed => return self.drop_conn(i),
+                Sent::Blocked => break,
+                Sent::Done => {
+                    let Some(c) = self.conns[i].as_mut() else {
+                        return;
+                    };
+                    if !std::mem::take(&mut c.resumable) {
+                        break;
+                    }
+                    if c.closing || c.start == c.input.len() {
+                        break;
+                    }
+                    self.process_owing_nothing(i);
+                }
+            }
+        }
+    }
+
+    /// Writes connection `i`'s output, then its file or stream body, as far as the
+    /// socket takes them.
+    #[inline(never)]
+    pub(super) fn send(&mut self, i: usize, budget: &mut u64) -> Sent {
+        let Worker {
+            conns,
+            scratch,
+            wake,
+            generations,
+            now,
+            clock_slack,
+            shutdown_deadline,
+            ..
+        } = self;
+        let Some(c) = conns[i].as_mut() else {
+            return Sent::Failed;
+        };
+        loop {
+            if let Some(tls) = c.tls.as_mut() {
+                // Encrypt what is pending (nothing is before the handshake ends), then
+                // send the ciphertext.
+                if c.written < c.output.len() && !tls.session.is_handshaking() {
+                    if tls.session.write_plaintext(&c.output[c.written..]).is_err() {
+                        return Sent::Failed;
+                    }
+                    c.written = c.output.len();
+                }
+                // Drop what was sent before appending, so the buffer holds only unsent
+                // ciphertext however the client reads.
+                if tls.out_sent > 0 {
+                    tls.out.drain(..tls.out_sent);
+                    tls.out_sent = 0;
+                }
+                tls.session.poll_transmit(&mut tls.out);
+                match write_until_full(&c.fd, &tls.out, &mut tls.out_sent, &mut c.last_write, *now)
+                {
+                    Ok(true) => {}
+                    Ok(false) => return Sent::Blocked,
+                    Err(_) => return Sent::Failed,
+                }
+                tls.out.clear();
+                tls.out_sent = 0;
+            }
+            if c.tls.is_none() {
+                match write_until_full(&c.fd, &c.output, &mut c.written, &mut c.last_write, *now) {
+                    Ok(true) => {}
+                    Ok(false) => return Sent::Blocked,
+                    Err(_) => return Sent::Failed,
+                }
+            }
+            if c.source.is_some() {
+                // Written: the next piece of the body starts at the front again.
+                c.output.clear();
+                c.written = 0;
+            }
+            match c.source.as_mut() {
+                None => return Sent::Done,
+                Some(Active::File {
+                    file,
+                    offset,
+                    remaining,
+                }) => {
+                    if *remaining == 0 {
+                        c.source = None;
+                        c.resumable = true;
+                        return Sent::Done;
+                    }
+                    if *budget == 0 {
+                        return Sent::Blocked;
+                    }
+                    if c.tls.is_some() {
+                        // Encrypted in user space: read a piece into the output, which
+                        // the top of the loop encrypts and sends.
+                        let want = (*remaining).min(TLS_FILE_PIECE) as usize;
+                        c.output.resize(want, 0);
+                        match lio::pread(&*file, &mut c.output, *offset) {
+                            Ok(n) if n > 0 => {
+                                c.output.truncate(n);
+                                *offset += n as u64;
+                                *remaining -= n as u64;
+                                *budget = budget.saturating_sub(n as u64);
+                            }
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => c.output.clear(),
+                            _ => {
+                                // Truncated meanwhile, or unreadable.
+                                c.output.clear();
+                                c.source = None;
+                                c.abort = true;
+                                c.closing = true;
+                                c.unusual = true;
+                                return Sent::Done;
+                            }
+                        }
+                        continue;
+                    }
+                    let want = (*remaining).min(*budget) as usize;
+                    match lio::sendfile(&c.fd, &*file, offset, want) {
+                        Ok(0) => {
+                            // The file is shorter than the Content-Length sent.
+                            c.source = None;
+                            c.abort = true;
+                            c.closing = true;
+                            c.unusual = true;
+                            return Sent::Done;
+                        }
+                        Ok(n) => {
+                            *remaining -= n as u64;
+                            *budget -= n as u64;
+                            c.last_write = *now;
+                            // Taken in part: the socket is full (or the file ends
+                            // early, which the next call, once writable, finds).
+                            if n < want {
+                                return Sent::Blocked;
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::Blocked,
+                        Err(_) => return Sent::Failed,
+                    }
+                }
+                Some(Active::Stream {
+                    stream,
+                    remaining,
+                    waiting,
+                    wake_at,
+                }) => {
+                    if *waiting {
+                        return Sent::Done;
+                    }
+                    if *budget == 0 {
+                        return Sent::Blocked;
+                    }
+                    scratch.clear();
+                    let cx = StreamContext {
+                        wake,
+                        slot: i,
+                        generation: generations[i],
+                        shutting_down: shutdown_deadline.is_some(),
+                    };
+                    let poll = stream.poll_data(scratch, &cx);
+                    let mut data = &scratch[..];
+                    let mut overran = false;
+                    if let Some(r) = remaining {
+                        if data.len() as u64 > *r {
+                            data = &data[..*r as usize];
+                            overran = true;
+                        }
+                        *r -= data.len() as u64;
+                    }
+                    *budget = budget.saturating_sub(data.len() as u64);
+                    if !data.is_empty() {
+                        if remaining.is_none() {
+                            c.http.write_chunk(data, &mut c.output);
+                        } else {
+                            c.output.extend_from_slice(data);
+                        }
+                    }
+                    match poll {
+                        _ if overran => {
+                            c.source = None;
+                            c.abort = true;
+                            c.closing = true;
+                            c.unusual = true;
+                        }
+                        StreamPoll::Ready if !data.is_empty() => {}
+                        StreamPoll::Ready => {
+                            *waiting = true;
+                            *wake_at = None;
+                        }
+                        StreamPoll::Pending(after) => {
+                            *waiting = true;
+                            *wake_at = after.map(|d| {
+                                now.saturating_add(millis(d).max(1).saturating_add(*clock_slack))
+                            });
+                        }
+                        StreamPoll::End => {
+                            if remaining.is_some_and(|r| r > 0) {
+                                c.abort = true;
+                                c.closing = true;
+                                c.unusual = true;
+                            } else if remaining.is_none() {
+                                c.http.finish_body(&mut c.output);
+                            }
+                            c.source = None;
+                            c.resumable = !c.abort;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! One connection's state: its socket, buffers, HTTP machine, deadlines and what it is
+//! doing now, and the epoll interest and deadline that follow from it.
+
+use super::body_in::{ChunkedContent, SinkBody};
+use super::body_out::Active;
+use super::tls::Tls;
+use super::{Timeouts, BODY_INPUT_CAP, NEVER};
+use crate::timer::{Millis, Wheel, NOT_FILED};
+use keel_http::ServerConnection;
+use keel_linux::epoll::Interest;
+use keel_linux::io::{self as lio, PollFor};
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+
+/// One accepted connection, in the worker's slab at its epoll token.
+pub(super) struct Conn {
+    /// The socket (non-blocking).
+    pub(super) fd: OwnedFd,
+    /// Received bytes not yet processed. An idle connection has no buffer here (capacity
+    /// 0): reads go to the worker's shared buffer, and only the bytes of a request not
+    /// yet complete are copied into a buffer of the connection's own.
+    pub(super) input: Vec<u8>,
+    /// `input` is the worker's shared buffer, lent for this readiness event.
+    pub(super) input_lent: bool,
+    /// Start of the first unprocessed request in `input`.
+    pub(super) start: usize,
+    /// The HTTP/1.1 state of the connection: where every protocol decision is made.
+    pub(super) http: ServerConnection,
+    /// The length of the head at `input[start..]` while its body is still arriving; 0
+    /// otherwise. Each read meanwhile goes on with the body ([`receive_body`](super::body_in::receive_body)) without
+    /// parsing the head.
+    /// (A head is within the parser's limits, each clamped to 1 GiB: it fits.)
+    pub(super) body_head: u32,
+    /// Response bytes (plaintext) not yet all written.
+    pub(super) output: Vec<u8>,
+    /// How much of `output` is written (or, on HTTPS, encrypted).
+    pub(super) written: usize,
+    /// Copies of the worker's cached response ([`ResponseCache::bytes`](crate::handler::ResponseCache::bytes)) owed at
+    /// `output[owed_at]`, before the bytes after it: sent from the cache by one
+    /// `writev`, and copied into `output` only when the socket does not take them or
+    /// the cache is about to change. Nonzero only on a plain connection within one
+    /// readiness event (see [`Worker::on_readable`](super::Worker::on_readable)); everywhere else it is 0.
+    pub(super) owed: u32,
+    /// Where in `output` the `owed` copies go (meaningless while `owed` is 0).
+    pub(super) owed_at: usize,
+    /// The interest registered with epoll now.
+    pub(super) interest: Interest,
+    /// No more requests are read; close once the output is written.
+    pub(super) closing: bool,
+    /// The client closed its sending side: nothing more is read, the complete requests
+    /// already buffered are still answered (in order, even those waiting behind a body),
+    /// then the connection closes.
+    pub(super) peer_eof: bool,
+    /// The last [`Worker::process`](super::Worker::process) stopped at the output's high-water mark with
+    /// requests left in `input`: they are answered one round per loop turn (see
+    /// [`Worker::answer_waiting`](super::Worker::answer_waiting)), so EPOLLOUT stays armed meanwhile, even with no
+    /// output waiting, as no byte may arrive to bring them back.
+    pub(super) answers_waiting: bool,
+    /// After the last response: shut down writes, discard input until EOF or this time.
+    pub(super) linger_deadline: Option<Millis>,
+    /// The content of the chunked body of the request at `start`, decoded so far.
+    pub(super) chunked: Option<Box<ChunkedContent>>,
+    /// The request at `start` has a complete head and its body goes to the handler's sink.
+    pub(super) sink: Option<Box<SinkBody>>,
+    /// When a write last made progress.
+    pub(super) last_write: Millis,
+    /// When the connection last became idle (accepted, or its last response written).
+    pub(super) idle_since: Millis,
+    /// The deadline of what the connection is doing now (see [`Worker::arm`](super::Worker::arm)).
+    pub(super) deadline: Millis,
+    /// The client's address, when the access log is on.
+    pub(super) peer: Option<Box<std::net::SocketAddr>>,
+    /// The tick of its live entry in the timer wheel (at or before `deadline`), or
+    /// `NOT_FILED`.
+    pub(super) filed_tick: u64,
+    /// The deadline that live entry was filed for (any value when `NOT_FILED`).
+    pub(super) filed_deadline: Millis,
+    /// The body being sent after everything in `output`: a file range or a stream.
+    pub(super) source: Option<Active>,
+    /// A file or stream body just ended: the requests waiting behind it may go on.
+    pub(super) resumable: bool,
+    /// A body could not be sent as framed (file truncated, stream off its length): close
+    /// without lingering once `output` is written.
+    pub(super) abort: bool,
+    /// The TLS layer of an HTTPS connection: `input` and `output` hold plaintext.
+    pub(super) tls: Option<Box<Tls>>,
+    /// `true` whenever the connection is not a plain one in the usual state (see
+    /// [`Conn::is_unusual`]: TLS, a body source, closing, aborted, peer EOF or
+    /// lingering), so that [`Worker::on_readable`](super::Worker::on_readable) tests one flag, not six, on every
+    /// request. Set wherever one of those is set; it may stay `true` after they
+    /// clear (a file body that ended) until the slow path looks again.
+    pub(super) unusual: bool,
+}
+
+impl Conn {
+    /// A connection just accepted on `fd` at `now`: idle, nothing read or written.
+    pub(super) fn new(fd: OwnedFd, now: Millis) -> Conn {
+        Conn {
+            fd,
+            input: Vec::new(),
+            input_lent: false,
+            start: 0,
+            http: ServerConnection::new(),
+            body_head: 0,
+            output: Vec::new(),
+            written: 0,
+            owed: 0,
+            owed_at: 0,
+            interest: Interest::READABLE,
+            closing: false,
+            peer_eof: false,
+            answers_waiting: false,
+            linger_deadline: None,
+            chunked: None,
+            sink: None,
+            last_write: now,
+            idle_since: now,
+            deadline: now,
+            filed_tick: NOT_FILED,
+            filed_deadline: now,
+            peer: None,
+            source: None,
+            resumable: false,
+            abort: false,
+            tls: None,
+            unusual: false,
+        }
+    }
+
+    /// Whether the connection needs the general paths of [`Worker::on_readable`](super::Worker::on_readable): TLS,
+    /// a file or stream body, closing, aborted, the peer's EOF seen, or lingering.
+    pub(super) fn is_unusual(&self) -> bool {
+        self.tls.is_some()
+            || self.source.is_some()
+            || self.closing
+            || self.abort
+            || self.peer_eof
+            || self.linger_deadline.is_some()
+    }
+
+    /// Files `deadline` in `wheel` for this connection (slot `i` of `generation`),
+    /// unless its live entry comes due at or before it: that entry looks again when
+    /// it is due (lazy). A live entry filed for a deadline at or before this one is
+    /// at or before this one's tick, since [`Wheel::tick_for`] never falls as the
+    /// deadline or the wheel's current tick grows; so the usual case, a deadline
+    /// moved later, costs one compare and no division.
+    #[inline(always)]
+    pub(super) fn file_deadline(&mut self, wheel: &mut Wheel, i: usize, generation: u32) {
+        if self.filed_tick == NOT_FILED
+            || (self.deadline < self.filed_deadline
+                && wheel.tick_for(self.deadline) < self.filed_tick)
+        {
+            self.refile_deadline(wheel, i, generation);
+        }
+    }
+
+    /// Files `deadline` in `wheel` for this connection (slot `i` of `generation`)
+    /// whatever it had filed before.
+    pub(super) fn refile_deadline(&mut self, wheel: &mut Wheel, i: usize, generation: u32) {
+        self.filed_tick = wheel.insert(i, generation, self.deadline);
+        self.filed_deadline = self.deadline;
+    }
+
+    /// Response bytes not yet handed to the kernel: plaintext not yet written (or
+    /// encrypted) and ciphertext not yet sent.
+    pub(super) fn unsent(&self) -> usize {
+        self.output.len() - self.written + self.tls.as_ref().map_or(0, |t| t.out.len() - t.out_sent)
+    }
+
+    /// Whether everything read is answered and everything answered is sent.
+    pub(super) fn is_idle(&self) -> bool {
+        self.start == self.input.len() && self.unsent() == 0 && self.source.is_none()
+    }
+
+    /// Whether the kernel holds bytes from the client not yet read (or its end of
+    /// input), looked at without reading them. Only for shutting down: a connection
+    /// that has answered everything it read closes only when nothing more arrived, so
+    /// a request that reached the server is answered rather than lost to the close
+    /// (and its unread bytes do not turn the close into a reset).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn has_unread_input(&self) -> bool {
+        lio::poll_fd(&self.fd, PollFor::Read, Some(Duration::ZERO)).unwrap_or(false)
+    }
+}
+
+/// The epoll interest of connection `c` with `pending` response bytes unsent: read
+/// while there is room for more output (and, behind a body, for more input); while
+/// closing or over the high-water mark, watch only for writability so unread input
+/// cannot spin the loop.
+#[inline]
+pub(super) fn interest_for(c: &Conn, pending: usize, high_water: usize) -> Interest {
+    let want_write = pending > 0
+        || c.source.as_ref().is_some_and(|s| !s.is_waiting())
+        || (c.answers_waiting && c.source.is_none() && !c.closing);
+    let want_read = !c.closing
+        && !c.peer_eof
+        && pending <= high_water
+        && (c.source.is_none() || c.input.len() - c.start < BODY_INPUT_CAP);
+    let interest = match (want_read, want_write) {
+        (true, true) => Interest::READABLE | Interest::WRITABLE,
+        (true, false) => Interest::READABLE,
+        (false, true) => Interest::WRITABLE,
+        (false, false) => Interest::NONE,
+    };
+    if !want_read && matches!(c.source, Some(Active::Stream { .. })) {
+        // Not reading, yet a stream must notice its client leaving.
+        return interest | Interest::HANGUP;
+    }
+    interest
+}
+
+/// The deadline of connection `c` now: the timeout (of `t`) of what it is doing, from
+/// when it last made progress at it.
+#[inline]
+pub(super) fn deadline_for(c: &Conn, t: &Timeouts) -> Millis {
+    if let Some(d) = c.linger_deadline {
+        d
+    } else if c.unsent() > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting()) {
+        c.last_write + t.write
+    } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
+        wake_at.unwrap_or(NEVER)
+    } else {
+        read_deadline(c, t)
+    }
+}
+
+/// [`deadline_for`] connection `c` with nothing to write: the body, head or idle
+/// timeout, by what its [`ServerConnection`] is reading.
+#[inline(always)]
+pub(super) fn read_deadline(c: &Conn, t: &Timeouts) -> Millis {
+    c.http.poll_timeout(&t.read).unwrap_or(NEVER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Conn;
+    use crate::timer::{Wheel, NOT_FILED};
+    use keel_linux::unix::{self, UnixKind};
+
+    /// A deadline moved later keeps the entry filed before (it looks again when due);
+    /// one moved earlier, into an earlier tick, is filed again.
+    #[test]
+    fn a_deadline_is_filed_again_only_when_it_comes_earlier() {
+        let (fd, _peer) = unix::pair(UnixKind::Stream).unwrap();
+        let mut wheel = Wheel::new();
+        let mut c = Conn::new(fd, 0);
+        let filed = |c: &mut Conn, wheel: &mut Wheel, deadline| {
+            c.deadline = deadline;
+            c.file_deadline(wheel, 3, 1);
+            (c.filed_tick, wheel.len())
+        };
+        assert_eq!(c.filed_tick, NOT_FILED);
+        assert_eq!(filed(&mut c, &mut wheel, 60_000), (600, 1));
+        // Later: nothing new.
+        assert_eq!(filed(&mut c, &mut wheel, 60_050), (600, 1));
+        assert_eq!(filed(&mut c, &mut wheel, 90_000), (600, 1));
+        // Earlier than the deadline filed, in the same tick: nothing new either.
+        assert_eq!(filed(&mut c, &mut wheel, 60_010), (600, 1));
+        // Earlier, in an earlier tick: filed again.
+        assert_eq!(filed(&mut c, &mut wheel, 20_000), (200, 2));
+        // Later than that one again: nothing new.
+        assert_eq!(filed(&mut c, &mut wheel, 25_000), (200, 2));
+        // An entry that came due and found the deadline later is filed again whatever
+        // was filed before, and the next check compares with the new one.
+        c.deadline = 70_000;
+        c.refile_deadline(&mut wheel, 3, 1);
+        assert_eq!(
+            (c.filed_tick, c.filed_deadline, wheel.len()),
+            (700, 70_000, 3)
+        );
+        assert_eq!(filed(&mut c, &mut wheel, 69_000), (690, 4));
+    }
+}
