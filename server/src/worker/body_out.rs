@@ -148,11 +148,11 @@ impl<'t, H: Handler> Worker<'t, H> {
             if let Some(tls) = c.tls.as_mut() {
                 // Encrypt what is pending (nothing is before the handshake ends), then
                 // send the ciphertext.
-                if c.written < c.output.len() && !tls.session.is_handshaking() {
-                    if tls.session.write_plaintext(&c.output[c.written..]).is_err() {
+                if c.output.unsent() > 0 && !tls.session.is_handshaking() {
+                    if tls.session.write_plaintext(c.output.unwritten()).is_err() {
                         return Sent::Failed;
                     }
-                    c.written = c.output.len();
+                    c.output.set_all_written();
                 }
                 // Drop what was sent before appending, so the buffer holds only unsent
                 // ciphertext however the client reads.
@@ -171,7 +171,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 tls.out_sent = 0;
             }
             if c.tls.is_none() {
-                match write_until_full(&c.fd, &c.output, &mut c.written, &mut c.last_write, *now) {
+                match c.output.write(&c.fd, &mut c.last_write, *now) {
                     Ok(true) => {}
                     Ok(false) => return Sent::Blocked,
                     Err(_) => return Sent::Failed,
@@ -180,7 +180,6 @@ impl<'t, H: Handler> Worker<'t, H> {
             if c.source.is_some() {
                 // Written: the next piece of the body starts at the front again.
                 c.output.clear();
-                c.written = 0;
             }
             match c.source.as_mut() {
                 None => return Sent::Done,
@@ -201,18 +200,15 @@ impl<'t, H: Handler> Worker<'t, H> {
                         // Encrypted in user space: read a piece into the output, which
                         // the top of the loop encrypts and sends.
                         let want = (*remaining).min(TLS_FILE_PIECE) as usize;
-                        c.output.resize(want, 0);
-                        match lio::pread(&*file, &mut c.output, *offset) {
+                        match c.output.read_file_piece(file, *offset, want) {
                             Ok(n) if n > 0 => {
-                                c.output.truncate(n);
                                 *offset += n as u64;
                                 *remaining -= n as u64;
                                 *budget = budget.saturating_sub(n as u64);
                             }
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => c.output.clear(),
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                             _ => {
                                 // Truncated meanwhile, or unreadable.
-                                c.output.clear();
                                 c.source = None;
                                 c.abort = true;
                                 c.closing = true;
@@ -279,9 +275,9 @@ impl<'t, H: Handler> Worker<'t, H> {
                     *budget = budget.saturating_sub(data.len() as u64);
                     if !data.is_empty() {
                         if remaining.is_none() {
-                            c.http.write_chunk(data, &mut c.output);
+                            c.http.write_chunk(data, c.output.buf());
                         } else {
-                            c.output.extend_from_slice(data);
+                            c.output.buf().extend_from_slice(data);
                         }
                     }
                     match poll {
@@ -308,7 +304,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                                 c.closing = true;
                                 c.unusual = true;
                             } else if remaining.is_none() {
-                                c.http.finish_body(&mut c.output);
+                                c.http.finish_body(c.output.buf());
                             }
                             c.source = None;
                             c.resumable = !c.abort;

@@ -3,6 +3,7 @@
 
 use super::body_in::{ChunkedContent, SinkBody};
 use super::body_out::Active;
+use super::output::Output;
 use super::tls::Tls;
 use super::{Timeouts, BODY_INPUT_CAP, NEVER};
 use crate::timer::{Millis, Wheel, NOT_FILED};
@@ -31,18 +32,10 @@ pub(super) struct Conn {
     /// parsing the head.
     /// (A head is within the parser's limits, each clamped to 1 GiB: it fits.)
     pub(super) body_head: u32,
-    /// Response bytes (plaintext) not yet all written.
-    pub(super) output: Vec<u8>,
-    /// How much of `output` is written (or, on HTTPS, encrypted).
-    pub(super) written: usize,
-    /// Copies of the worker's cached response ([`ResponseCache::bytes`](crate::handler::ResponseCache::bytes)) owed at
-    /// `output[owed_at]`, before the bytes after it: sent from the cache by one
-    /// `writev`, and copied into `output` only when the socket does not take them or
-    /// the cache is about to change. Nonzero only on a plain connection within one
-    /// readiness event (see [`Worker::on_readable`](super::Worker::on_readable)); everywhere else it is 0.
-    pub(super) owed: u32,
-    /// Where in `output` the `owed` copies go (meaningless while `owed` is 0).
-    pub(super) owed_at: usize,
+    /// Response bytes (plaintext) not yet all written, and the copies of the cached
+    /// response owed (nonzero only on a plain connection within one readiness event,
+    /// see [`Worker::on_readable`](super::Worker::on_readable)).
+    pub(super) output: Output,
     /// The interest registered with epoll now.
     pub(super) interest: Interest,
     /// No more requests are read; close once the output is written.
@@ -102,10 +95,7 @@ impl Conn {
             start: 0,
             http: ServerConnection::new(),
             body_head: 0,
-            output: Vec::new(),
-            written: 0,
-            owed: 0,
-            owed_at: 0,
+            output: Output::default(),
             interest: Interest::READABLE,
             closing: false,
             peer_eof: false,
@@ -164,7 +154,7 @@ impl Conn {
     /// Response bytes not yet handed to the kernel: plaintext not yet written (or
     /// encrypted) and ciphertext not yet sent.
     pub(super) fn unsent(&self) -> usize {
-        self.output.len() - self.written + self.tls.as_ref().map_or(0, |t| t.out.len() - t.out_sent)
+        self.output.unsent() + self.tls.as_ref().map_or(0, |t| t.out.len() - t.out_sent)
     }
 
     /// Whether everything read is answered and everything answered is sent.

@@ -66,9 +66,6 @@ const NEVER: Millis = Millis::MAX / 4;
 /// buffer of its own for the length of one readiness event.
 const SHARED_INPUT: usize = 64 * 1024;
 
-/// An output buffer larger than this is released once it has been written.
-const MAX_IDLE_OUTPUT: usize = 64 * 1024;
-
 /// How long a closing connection keeps reading (and discarding) before it is dropped, so
 /// that unread bytes do not turn the close into a reset that destroys the last response.
 const LINGER: Duration = Duration::from_secs(2);

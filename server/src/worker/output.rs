@@ -2,114 +2,265 @@
 //! worker's cached response it owes (sent straight from the cache when the socket takes
 //! them).
 
-use super::conn::Conn;
 use crate::handler::ResponseCache;
 use crate::timer::Millis;
 use keel_linux::io as lio;
 use std::io;
 use std::os::fd::OwnedFd;
 
-/// Copies the `c.owed` copies of `cached` (the worker's cached response) that
-/// a connection owes (`owed`, set to 0) into its `output`, where they belong (`owed_at`): before the
-/// cache changes, or when they cannot be sent from it.
-#[cold]
-#[inline(never)]
-pub(super) fn pay_owed(output: &mut Vec<u8>, owed: &mut u32, owed_at: usize, cached: &[u8]) {
-    let copies = std::mem::take(owed) as usize;
-    let after = output.split_off(owed_at);
-    output.reserve(copies * cached.len() + after.len());
-    for _ in 0..copies {
-        output.extend_from_slice(cached);
-    }
-    output.extend_from_slice(&after);
+/// An output buffer larger than this is released once it has been written.
+const MAX_IDLE_OUTPUT: usize = 64 * 1024;
+
+/// A connection's response bytes (plaintext) on their way to the socket, and the
+/// copies of the worker's cached response ([`ResponseCache::bytes`]) it owes.
+///
+/// Owing is how the usual keep-alive response costs no copy: a response that is the
+/// cached one is noted here ([`Output::push_cached`]) instead of copied, and
+/// [`Output::write_owed`] sends it straight from the cache, copying into the buffer only
+/// what the socket does not take. The copies are owed at one place in the buffer
+/// (`owed_at`), before any bytes appended after them. Owing happens only on a plain
+/// connection within one readiness event: before the cache can change, and before
+/// anything but [`Output::write_owed`] sends, the copies are paid
+/// ([`Output::pay_owed`]), so everywhere else nothing is owed.
+#[derive(Debug, Default)]
+pub(super) struct Output {
+    /// The response bytes; those before `written` are sent (or, on HTTPS, encrypted).
+    buf: Vec<u8>,
+    /// How much of `buf` is sent.
+    written: usize,
+    /// Copies of the cached response owed at `buf[owed_at]`, before the bytes after it.
+    owed: u32,
+    /// Where in `buf` the `owed` copies go (meaningless while `owed` is 0):
+    /// `written <= owed_at <= buf.len()`. 32 bits, so that a [`Conn`](super::conn::Conn)
+    /// is no larger for it: a buffer longer than that owes nothing.
+    owed_at: u32,
 }
 
-/// Writes plain connection `c`'s output from `c.written` with the copies of `cache`'s
-/// response it owes at `c.owed_at` (`c.owed` of them, at least one), noting progress
-/// at `now`: the usual keep-alive case, one response and nothing else, in one `write`
-/// straight from the cache; anything more in one `writev` (see
-/// [`write_owed_slices`]). What the socket does not take is copied into `output` (see
-/// [`pay_owed`]), so that `c.owed` is 0 after. `Err` when the write fails: the
-/// connection is lost.
-#[inline(always)]
-pub(super) fn write_owed(c: &mut Conn, now: Millis, cache: &mut ResponseCache) -> io::Result<()> {
-    // `written <= owed_at <= output.len()`: nothing else is waiting.
-    if c.owed != 1 || c.written != c.output.len() {
-        return write_owed_slices(c, now, cache);
+impl Output {
+    /// Bytes in the buffer not yet sent (owed copies not counted).
+    #[inline(always)]
+    pub(super) fn unsent(&self) -> usize {
+        self.buf.len() - self.written
     }
-    let cached = cache.bytes();
-    let sent = loop {
-        match lio::write(&c.fd, cached) {
-            Ok(n) => {
-                c.last_write = now;
-                break n;
+
+    /// The buffer to append response bytes to. Only appending: what is written and
+    /// where copies are owed stay as they are.
+    #[inline(always)]
+    pub(super) fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// Whether copies of the cached response are owed.
+    #[inline(always)]
+    pub(super) fn is_owing(&self) -> bool {
+        self.owed > 0
+    }
+
+    /// Appends `cached` (the bytes of the worker's [`ResponseCache`], at most
+    /// `max_copies` of which one [`ResponseCache::copies`] slice holds): owed rather
+    /// than copied when `may_owe` (a plain connection that stays open) and it comes
+    /// right after the copies owed already (or none are), else copied.
+    #[inline(always)]
+    pub(super) fn push_cached(&mut self, cached: &[u8], max_copies: u32, may_owe: bool) {
+        if self.owed == 0 && may_owe {
+            if let Ok(at) = u32::try_from(self.buf.len()) {
+                self.owed = 1;
+                self.owed_at = at;
+                return;
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
-            Err(e) => return Err(e),
+            self.buf.extend_from_slice(cached);
+        } else if self.owed > 0
+            && self.owed < max_copies
+            && self.owed_at as usize == self.buf.len()
+            && may_owe
+        {
+            self.owed += 1;
+        } else {
+            self.buf.extend_from_slice(cached);
         }
-    };
-    if sent == cached.len() {
-        c.owed = 0;
-    } else {
-        pay_owed(&mut c.output, &mut c.owed, c.owed_at, cached);
-        c.written += sent;
     }
-    Ok(())
-}
 
-/// [`write_owed`] with more to send than one owed response: the output before the
-/// owed copies, the copies (one slice of [`ResponseCache::copies`]), and the output
-/// after them, in one `writev`.
-#[inline(never)]
-pub(super) fn write_owed_slices(
-    c: &mut Conn,
-    now: Millis,
-    cache: &mut ResponseCache,
-) -> io::Result<()> {
-    let copies = cache.copies(c.owed);
-    let (before, after) = c.output.split_at(c.owed_at);
-    let before = &before[c.written..];
-    let slices = [
-        io::IoSlice::new(before),
-        io::IoSlice::new(copies),
-        io::IoSlice::new(after),
-    ];
-    // Empty slices are left out: they cost the kernel nothing but a look.
-    let slices = match (before.is_empty(), after.is_empty()) {
-        (true, true) => &slices[1..2],
-        (true, false) => &slices[1..],
-        (false, true) => &slices[..2],
-        (false, false) => &slices[..],
-    };
-    let total = before.len() + copies.len() + after.len();
-    let sent = loop {
-        match lio::writev(&c.fd, slices) {
-            Ok(sent) => {
-                c.last_write = now;
-                break sent;
+    /// Copies the copies owed of `cached` (the worker's cached response) into the
+    /// buffer, where they belong, if any are owed: before the cache changes, or when
+    /// they cannot be sent from it.
+    #[inline(always)]
+    pub(super) fn pay_owed(&mut self, cached: &[u8]) {
+        if self.owed > 0 {
+            self.pay_owed_now(cached);
+        }
+    }
+
+    /// [`Output::pay_owed`] when copies are owed.
+    #[cold]
+    #[inline(never)]
+    fn pay_owed_now(&mut self, cached: &[u8]) {
+        let copies = std::mem::take(&mut self.owed) as usize;
+        let after = self.buf.split_off(self.owed_at as usize);
+        self.buf.reserve(copies * cached.len() + after.len());
+        for _ in 0..copies {
+            self.buf.extend_from_slice(cached);
+        }
+        self.buf.extend_from_slice(&after);
+    }
+
+    /// Writes to plain connection `fd` the buffer from what is written, with the copies
+    /// of `cache`'s response owed (at least one), setting `*last_write` to `now` when
+    /// the socket takes something: the usual keep-alive case, one response and nothing
+    /// else, in one `write` straight from the cache; anything more in one `writev` (see
+    /// [`Output::write_owed_slices`]). What the socket does not take is copied into the
+    /// buffer (see [`Output::pay_owed`]), so that nothing is owed after. `Err` when the
+    /// write fails: the connection is lost.
+    #[inline(always)]
+    pub(super) fn write_owed(
+        &mut self,
+        fd: &OwnedFd,
+        last_write: &mut Millis,
+        now: Millis,
+        cache: &mut ResponseCache,
+    ) -> io::Result<()> {
+        // `written <= owed_at <= buf.len()`: nothing else is waiting.
+        if self.owed != 1 || self.written != self.buf.len() {
+            return self.write_owed_slices(fd, last_write, now, cache);
+        }
+        let cached = cache.bytes();
+        let sent = loop {
+            match lio::write(fd, cached) {
+                Ok(n) => {
+                    *last_write = now;
+                    break n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
+                Err(e) => return Err(e),
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
-            Err(e) => return Err(e),
+        };
+        if sent == cached.len() {
+            self.owed = 0;
+        } else {
+            self.pay_owed_now(cached);
+            self.written += sent;
         }
-    };
-    if sent == total {
-        c.owed = 0;
-        c.written = c.output.len();
-    } else {
-        pay_owed(&mut c.output, &mut c.owed, c.owed_at, cache.bytes());
-        c.written += sent;
+        Ok(())
     }
-    Ok(())
-}
 
-/// Writes plain connection `c`'s output from `c.written` until all of it is sent or
-/// the socket is full (see [`write_until_full`]), noting progress at `now`. `Err` when
-/// a write fails: the connection is lost.
-#[inline(always)]
-pub(super) fn write_output(c: &mut Conn, now: Millis) -> io::Result<()> {
-    write_until_full(&c.fd, &c.output, &mut c.written, &mut c.last_write, now).map(|_| ())
+    /// [`Output::write_owed`] with more to send than one owed response: the buffer
+    /// before the owed copies, the copies (one slice of [`ResponseCache::copies`]), and
+    /// the buffer after them, in one `writev`.
+    #[inline(never)]
+    fn write_owed_slices(
+        &mut self,
+        fd: &OwnedFd,
+        last_write: &mut Millis,
+        now: Millis,
+        cache: &mut ResponseCache,
+    ) -> io::Result<()> {
+        let copies = cache.copies(self.owed);
+        let (before, after) = self.buf.split_at(self.owed_at as usize);
+        let before = &before[self.written..];
+        let slices = [
+            io::IoSlice::new(before),
+            io::IoSlice::new(copies),
+            io::IoSlice::new(after),
+        ];
+        // Empty slices are left out: they cost the kernel nothing but a look.
+        let slices = match (before.is_empty(), after.is_empty()) {
+            (true, true) => &slices[1..2],
+            (true, false) => &slices[1..],
+            (false, true) => &slices[..2],
+            (false, false) => &slices[..],
+        };
+        let total = before.len() + copies.len() + after.len();
+        let sent = loop {
+            match lio::writev(fd, slices) {
+                Ok(sent) => {
+                    *last_write = now;
+                    break sent;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
+                Err(e) => return Err(e),
+            }
+        };
+        if sent == total {
+            self.owed = 0;
+            self.written = self.buf.len();
+        } else {
+            self.pay_owed_now(cache.bytes());
+            self.written += sent;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffer from what is written to `fd` until all of it is sent or the
+    /// socket is full (see [`write_until_full`]), setting `*last_write` to `now` when
+    /// the socket takes something. Nothing may be owed. `Ok(true)` when all of it is
+    /// sent; `Err` when a write fails: the connection is lost.
+    #[inline(always)]
+    pub(super) fn write(
+        &mut self,
+        fd: &OwnedFd,
+        last_write: &mut Millis,
+        now: Millis,
+    ) -> io::Result<bool> {
+        debug_assert_eq!(self.owed, 0);
+        write_until_full(fd, &self.buf, &mut self.written, last_write, now)
+    }
+
+    /// The bytes not yet sent, for a caller that sends them another way (encrypted):
+    /// it calls [`Output::set_all_written`] once it has taken them.
+    #[inline]
+    pub(super) fn unwritten(&self) -> &[u8] {
+        &self.buf[self.written..]
+    }
+
+    /// Notes every byte in the buffer as sent (see [`Output::unwritten`]).
+    #[inline]
+    pub(super) fn set_all_written(&mut self) {
+        self.written = self.buf.len();
+    }
+
+    /// Everything is sent: empties the buffer, keeping its allocation, for the next
+    /// piece of a body.
+    #[inline]
+    pub(super) fn clear(&mut self) {
+        debug_assert_eq!((self.unsent(), self.owed), (0, 0));
+        self.buf.clear();
+        self.written = 0;
+    }
+
+    /// Everything is sent and the connection waits for its next request: empties the
+    /// buffer, and gives back one grown past [`MAX_IDLE_OUTPUT`].
+    #[inline(always)]
+    pub(super) fn rewind(&mut self) {
+        self.clear();
+        if self.buf.capacity() > MAX_IDLE_OUTPUT {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// Nothing more is sent (the connection lingers): gives the buffer back.
+    pub(super) fn release(&mut self) {
+        *self = Output::default();
+    }
+
+    /// Everything is sent: replaces the buffer with up to `want` bytes of `file` from
+    /// `offset` (a piece of a file body to encrypt). Returns how many were read; the
+    /// buffer is left empty when none were or the read failed.
+    pub(super) fn read_file_piece(
+        &mut self,
+        file: &std::fs::File,
+        offset: u64,
+        want: usize,
+    ) -> io::Result<usize> {
+        debug_assert_eq!((self.unsent(), self.owed), (0, 0));
+        self.buf.resize(want, 0);
+        let got = lio::pread(file, &mut self.buf, offset);
+        match got {
+            Ok(n) if n > 0 => self.buf.truncate(n),
+            _ => self.buf.clear(),
+        }
+        got
+    }
 }
 
 /// Writes `buf[*sent..]` to `fd`, adding what the socket takes to `*sent` and setting
@@ -144,11 +295,42 @@ pub(super) fn write_until_full(
 
 #[cfg(test)]
 mod tests {
-    use super::super::conn::Conn;
-    use super::{pay_owed, write_output, write_owed};
+    use super::Output;
     use crate::handler::{Prefix, Response, ResponseCache};
+    use crate::timer::Millis;
     use keel_linux::io as lio;
     use keel_linux::unix::{self, UnixKind};
+    use std::io;
+    use std::os::fd::OwnedFd;
+
+    /// An [`Output`] and the socket it is written to, with the time of its last write.
+    struct Sock {
+        out: Output,
+        fd: OwnedFd,
+        last_write: Millis,
+    }
+
+    impl Sock {
+        /// Nothing in the output of `fd`, nothing written yet.
+        fn new(fd: OwnedFd) -> Sock {
+            Sock {
+                out: Output::default(),
+                fd,
+                last_write: 0,
+            }
+        }
+
+        /// [`Output::write_owed`] at `now`.
+        fn write_owed(&mut self, now: Millis, cache: &mut ResponseCache) -> io::Result<()> {
+            self.out
+                .write_owed(&self.fd, &mut self.last_write, now, cache)
+        }
+
+        /// [`Output::write`] at `now`.
+        fn write(&mut self, now: Millis) -> io::Result<bool> {
+            self.out.write(&self.fd, &mut self.last_write, now)
+        }
+    }
 
     /// Everything `rx` holds now (it is non-blocking).
     fn drain(rx: &std::os::fd::OwnedFd) -> Vec<u8> {
@@ -177,21 +359,16 @@ mod tests {
         cache
     }
 
-    /// A connection on one end of a socket pair, owing `owed` copies of the cached
+    /// An output to one end of a socket pair, owing `owed` copies of the cached
     /// response at `before.len()` of an output `before ++ after` (of which `written`
     /// bytes are sent).
-    fn owing(
-        before: &[u8],
-        after: &[u8],
-        written: usize,
-        owed: u32,
-    ) -> (Conn, std::os::fd::OwnedFd) {
+    fn owing(before: &[u8], after: &[u8], written: usize, owed: u32) -> (Sock, OwnedFd) {
         let (fd, peer) = unix::pair(UnixKind::Stream).unwrap();
-        let mut c = Conn::new(fd, 0);
-        c.output = [before, after].concat();
-        c.written = written;
-        c.owed = owed;
-        c.owed_at = before.len();
+        let mut c = Sock::new(fd);
+        c.out.buf = [before, after].concat();
+        c.out.written = written;
+        c.out.owed = owed;
+        c.out.owed_at = before.len() as u32;
         (c, peer)
     }
 
@@ -203,15 +380,18 @@ mod tests {
 
         // One owed response, nothing else: sent, nothing kept, the write noted.
         let (mut c, rx) = owing(b"", b"", 0, 1);
-        write_owed(&mut c, 7, &mut cache).unwrap();
-        assert_eq!((c.owed, c.written, c.last_write), (0, 0, 7));
-        assert!(c.output.is_empty());
+        c.write_owed(7, &mut cache).unwrap();
+        assert_eq!((c.out.owed, c.out.written, c.last_write), (0, 0, 7));
+        assert!(c.out.buf.is_empty());
         assert_eq!(drain(&rx), bytes);
 
         // Copies between output already partly sent and output added after them.
         let (mut c, rx) = owing(b"xxBEFORE", b"AFTER", 2, 3);
-        write_owed(&mut c, 8, &mut cache).unwrap();
-        assert_eq!((c.owed, c.written, c.last_write), (0, c.output.len(), 8));
+        c.write_owed(8, &mut cache).unwrap();
+        assert_eq!(
+            (c.out.owed, c.out.written, c.last_write),
+            (0, c.out.buf.len(), 8)
+        );
         assert_eq!(drain(&rx), [&b"BEFORE"[..], &copies(3), b"AFTER"].concat());
 
         // The most copies one slice holds, twice over (the cache's copies are reused).
@@ -219,8 +399,8 @@ mod tests {
         assert_eq!(most, 32, "a short response fits the most copies");
         for _ in 0..2 {
             let (mut c, rx) = owing(b"", b"", 0, most);
-            write_owed(&mut c, 9, &mut cache).unwrap();
-            assert_eq!(c.owed, 0);
+            c.write_owed(9, &mut cache).unwrap();
+            assert_eq!(c.out.owed, 0);
             assert_eq!(drain(&rx), copies(most as usize));
         }
     }
@@ -234,12 +414,12 @@ mod tests {
         // Taken in part (more than a socket buffer holds): the rest is kept, the owed
         // copies in their place.
         let (mut c, rx) = owing(b"BEFORE", &after, 0, 5);
-        write_owed(&mut c, 8, &mut cache).unwrap();
-        assert_eq!((c.owed, c.last_write), (0, 8));
+        c.write_owed(8, &mut cache).unwrap();
+        assert_eq!((c.out.owed, c.last_write), (0, 8));
         let mut got = drain(&rx);
         assert!(!got.is_empty(), "part of it was written");
-        assert!(c.written > 0 && c.written < c.output.len());
-        got.extend_from_slice(&c.output[c.written..]);
+        assert!(c.out.written > 0 && c.out.written < c.out.buf.len());
+        got.extend_from_slice(&c.out.buf[c.out.written..]);
         assert_eq!(got, [&b"BEFORE"[..], &bytes.repeat(5), &after].concat());
 
         // Not taken at all (the buffer is full), one response or several: all of it
@@ -247,16 +427,16 @@ mod tests {
         for owed in [1, 3] {
             let (mut c, _rx) = owing(b"", b"", 0, owed);
             while lio::write(&c.fd, &after).is_ok() {}
-            write_owed(&mut c, 9, &mut cache).unwrap();
-            assert_eq!((c.owed, c.written, c.last_write), (0, 0, 0));
-            assert_eq!(c.output, bytes.repeat(owed as usize));
+            c.write_owed(9, &mut cache).unwrap();
+            assert_eq!((c.out.owed, c.out.written, c.last_write), (0, 0, 0));
+            assert_eq!(c.out.buf, bytes.repeat(owed as usize));
         }
 
         // A failed write (the peer has gone): the connection is lost.
         for owed in [1, 3] {
             let (mut c, rx) = owing(b"", b"", 0, owed);
             drop(rx);
-            assert!(write_owed(&mut c, 10, &mut cache).is_err());
+            assert!(c.write_owed(10, &mut cache).is_err());
         }
     }
 
@@ -287,16 +467,16 @@ mod tests {
     #[test]
     fn a_write_the_socket_takes_in_part_is_not_tried_again_at_once() {
         let (fd, _client) = tcp_pair();
-        let mut c = Conn::new(fd, 0);
+        let mut c = Sock::new(fd);
         // More than the socket's send and the peer's receive buffers can hold.
-        c.output = vec![b'x'; 64 << 20];
+        c.out.buf = vec![b'x'; 64 << 20];
         let before = write_calls();
-        write_output(&mut c, 3).unwrap();
+        c.write(3).unwrap();
         let calls = write_calls() - before;
         assert!(
-            c.written > 0 && c.written < c.output.len(),
+            c.out.written > 0 && c.out.written < c.out.buf.len(),
             "taken in part: {}",
-            c.written
+            c.out.written
         );
         assert_eq!(c.last_write, 3);
         assert_eq!(calls, 1, "write calls for one write taken in part");
@@ -312,33 +492,71 @@ mod tests {
         rustix::fs::fcntl_setfl(&tx, rustix::fs::OFlags::NONBLOCK).unwrap();
         let fill = vec![b'.'; 65536 - 1000];
         assert_eq!(lio::write(&tx, &fill).unwrap(), fill.len());
-        let mut c = Conn::new(tx, 0);
-        c.owed = 1;
-        c.owed_at = 0;
-        write_owed(&mut c, 5, &mut cache).unwrap();
-        assert_eq!(c.owed, 0);
+        let mut c = Sock::new(tx);
+        c.out.owed = 1;
+        c.out.owed_at = 0;
+        c.write_owed(5, &mut cache).unwrap();
+        assert_eq!(c.out.owed, 0);
         assert!(
-            c.written > 0 && c.written < c.output.len(),
+            c.out.written > 0 && c.out.written < c.out.buf.len(),
             "taken in part: {} of {}",
-            c.written,
-            c.output.len()
+            c.out.written,
+            c.out.buf.len()
         );
         let mut got = Vec::new();
         let mut chunk = [0u8; 8192];
-        while got.len() < fill.len() + c.written {
+        while got.len() < fill.len() + c.out.written {
             let n = lio::read(&rx, &mut chunk).unwrap();
             got.extend_from_slice(&chunk[..n]);
         }
-        got.extend_from_slice(&c.output[c.written..]);
+        got.extend_from_slice(&c.out.buf[c.out.written..]);
         assert_eq!(&got[fill.len()..], &bytes[..]);
+    }
+
+    /// A cached response is owed while it follows the copies owed before it (up to
+    /// the most one slice holds), and copied otherwise: when it may not be owed, or
+    /// when other bytes came after the copies.
+    #[test]
+    fn cached_responses_are_owed_only_right_after_the_copies_owed() {
+        let mut out = Output::default();
+        out.buf().extend_from_slice(b"HEAD");
+        out.push_cached(b"<r>", 3, false);
+        assert_eq!((out.owed, out.buf.as_slice()), (0, &b"HEAD<r>"[..]));
+        out.push_cached(b"<r>", 3, true);
+        out.push_cached(b"<r>", 3, true);
+        assert_eq!((out.owed, out.owed_at, out.unsent()), (2, 7, 7));
+        out.push_cached(b"<r>", 3, false);
+        assert_eq!(
+            (out.owed, out.buf.len()),
+            (2, 10),
+            "copied after the owed ones"
+        );
+        out.push_cached(b"<r>", 3, true);
+        assert_eq!(
+            (out.owed, out.buf.len()),
+            (2, 13),
+            "bytes came after the owed ones"
+        );
+        out.pay_owed(b"<r>");
+        assert_eq!(out.buf, b"HEAD<r><r><r><r><r>");
+
+        let mut out = Output::default();
+        for _ in 0..4 {
+            out.push_cached(b"<r>", 3, true);
+        }
+        assert_eq!(
+            (out.owed, out.buf.as_slice()),
+            (3, &b"<r>"[..]),
+            "at most 3 owed"
+        );
     }
 
     #[test]
     fn paying_owed_responses_puts_them_where_they_were_owed() {
         let (mut c, _rx) = owing(b"BEFORE", b"AFTER", 3, 2);
-        pay_owed(&mut c.output, &mut c.owed, c.owed_at, b"<r>");
-        assert_eq!(c.owed, 0);
-        assert_eq!(c.output, b"BEFORE<r><r>AFTER");
-        assert_eq!(c.written, 3, "what was sent stays sent");
+        c.out.pay_owed(b"<r>");
+        assert_eq!(c.out.owed, 0);
+        assert_eq!(c.out.buf, b"BEFORE<r><r>AFTER");
+        assert_eq!(c.out.written, 3, "what was sent stays sent");
     }
 }

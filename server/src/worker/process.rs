@@ -5,7 +5,6 @@
 use super::body_in::{receive_body, SinkBody};
 use super::body_out::Active;
 use super::conn::Conn;
-use super::output::pay_owed;
 use super::{Next, Worker};
 use crate::handler::{write_simple, Handler, Prefix, Request, Response};
 use keel_http::{RequestTarget, ServerEvent, ServerInput, StatusCode};
@@ -71,7 +70,7 @@ pub(super) fn access_log_line(
 /// (the framing from [`ServerConnection::fail`](keel_http::ServerConnection::fail)).
 pub(super) fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
     let framing = c.http.fail();
-    write_simple(&mut c.output, prefix, status, framing);
+    write_simple(c.output.buf(), prefix, status, framing);
     c.sink = None;
     c.chunked = None;
     c.body_head = 0;
@@ -88,14 +87,7 @@ impl<'t, H: Handler> Worker<'t, H> {
     pub(super) fn process_owing_nothing(&mut self, i: usize) -> Next {
         let next = self.process(i);
         if let Some(c) = self.conns[i].as_mut() {
-            if c.owed > 0 {
-                pay_owed(
-                    &mut c.output,
-                    &mut c.owed,
-                    c.owed_at,
-                    self.response_cache.bytes(),
-                );
-            }
+            c.output.pay_owed(self.response_cache.bytes());
         }
         next
     }
@@ -103,7 +95,7 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// Parses and answers every complete request buffered on connection `i`, driving
     /// its [`ServerConnection`](keel_http::ServerConnection), where every HTTP/1.1 rule lives: this only moves bytes
     /// between the buffers, the machine and the handler. A cached response may be left
-    /// owed (see [`Conn::owed`]): the caller sends or pays it before the readiness
+    /// owed (see [`Output`](super::output::Output)): the caller sends or pays it before the readiness
     /// event ends.
     pub(super) fn process(&mut self, i: usize) -> Next {
         let next = self.process_requests(i);
@@ -200,7 +192,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     // answer does not depend on how the bytes were split into reads
                     // (as nginx, hyper and Go do; RFC 9110 §10.1.1). Not for a body
                     // over the limit, which is refused.
-                    c.http.send_continue(&mut c.output);
+                    c.http.send_continue(c.output.buf());
                 }
             }
             let mut finished_sink = None;
@@ -247,30 +239,16 @@ impl<'t, H: Handler> Worker<'t, H> {
                 // The same bytes as the last response like it: on a plain connection
                 // that stays open, owe them (the write sends them from the cache), after
                 // any owed before them unless output was added after those.
-                if c.owed == 0 && c.tls.is_none() && !framing.close {
-                    c.owed = 1;
-                    c.owed_at = c.output.len();
-                } else if c.owed > 0
-                    && c.owed < response_cache.max_copies()
-                    && c.owed_at == c.output.len()
-                    && !framing.close
-                {
-                    c.owed += 1;
-                } else {
-                    c.output.extend_from_slice(bytes);
-                }
+                c.output.push_cached(
+                    bytes,
+                    response_cache.max_copies(),
+                    c.tls.is_none() && !framing.close,
+                );
                 false
             } else {
                 // The cache may change: the copies owed of it are copied first.
-                if c.owed > 0 {
-                    pay_owed(
-                        &mut c.output,
-                        &mut c.owed,
-                        c.owed_at,
-                        response_cache.bytes(),
-                    );
-                }
-                response.write_uncached(&mut c.output, date, response_cache, framing)
+                c.output.pay_owed(response_cache.bytes());
+                response.write_uncached(c.output.buf(), date, response_cache, framing)
             };
             if config.access_log {
                 if log.len() < MAX_LOG_BUFFER {

@@ -3,10 +3,9 @@
 
 use super::body_out::Active;
 use super::conn::{deadline_for, interest_for, read_deadline, Conn};
-use super::output::{pay_owed, write_output, write_owed};
 use super::process::fail;
 use super::tls::read_tls;
-use super::{Next, Timeouts, Worker, BODY_INPUT_CAP, LINGER_MS, MAX_IDLE_OUTPUT, SHARED_INPUT};
+use super::{Next, Timeouts, Worker, BODY_INPUT_CAP, LINGER_MS, SHARED_INPUT};
 use crate::handler::Handler;
 use crate::timer::{Millis, Wheel};
 use keel_http::StatusCode;
@@ -37,16 +36,12 @@ pub(super) fn flush_and_arm_plain(
     epoll: &Epoll,
     wheel: &mut Wheel,
 ) -> io::Result<()> {
-    write_output(c, now)?;
-    let pending = c.output.len() - c.written;
+    c.output.write(&c.fd, &mut c.last_write, now)?;
+    let pending = c.output.unsent();
     if pending == 0 {
-        c.output.clear();
-        c.written = 0;
+        c.output.rewind();
         c.idle_since = now;
         c.http.on_idle(now);
-        if c.output.capacity() > MAX_IDLE_OUTPUT {
-            c.output = Vec::new();
-        }
     }
     // What `interest_for` and `deadline_for` give without a source, TLS or linger.
     let interest = if pending == 0 && !c.answers_waiting {
@@ -187,14 +182,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             // (`settle` closes once nothing complete is left).
             c.peer_eof = true;
             c.unusual = true;
-            if c.owed > 0 {
-                pay_owed(
-                    &mut c.output,
-                    &mut c.owed,
-                    c.owed_at,
-                    self.response_cache.bytes(),
-                );
-            }
+            c.output.pay_owed(self.response_cache.bytes());
             if matches!(c.source, Some(Active::Stream { .. })) {
                 // A client that closes while a stream runs (an EventSource going away)
                 // has left: a stream may never end by itself.
@@ -208,14 +196,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         // connection whose responses are all in memory, not closing.
         debug_assert!(c.unusual || !c.is_unusual());
         if c.unusual || self.shutdown_deadline.is_some() {
-            if c.owed > 0 {
-                pay_owed(
-                    &mut c.output,
-                    &mut c.owed,
-                    c.owed_at,
-                    self.response_cache.bytes(),
-                );
-            }
+            c.output.pay_owed(self.response_cache.bytes());
             self.flush(i);
             self.arm(i);
             // Back to the fast path once nothing unusual is left (a body ended).
@@ -224,7 +205,11 @@ impl<'t, H: Handler> Worker<'t, H> {
             }
             return;
         }
-        if c.owed > 0 && write_owed(c, self.now, &mut self.response_cache).is_err() {
+        if c.output.is_owing()
+            && c.output
+                .write_owed(&c.fd, &mut c.last_write, self.now, &mut self.response_cache)
+                .is_err()
+        {
             return self.drop_conn(i);
         }
         let generation = self.generations[i];
@@ -305,7 +290,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         };
         if c.tls.is_none() && c.source.is_none() {
             // The common case, plain responses in memory: write them.
-            if write_output(c, self.now).is_err() {
+            if c.output.write(&c.fd, &mut c.last_write, self.now).is_err() {
                 return self.drop_conn(i);
             }
         } else {
@@ -322,13 +307,9 @@ impl<'t, H: Handler> Worker<'t, H> {
         };
         let pending = c.unsent();
         if pending == 0 && c.source.is_none() {
-            c.output.clear();
-            c.written = 0;
+            c.output.rewind();
             c.idle_since = self.now;
             c.http.on_idle(self.now);
-            if c.output.capacity() > MAX_IDLE_OUTPUT {
-                c.output = Vec::new();
-            }
             if c.abort {
                 return self.drop_conn(i);
             }
@@ -393,7 +374,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         c.linger_deadline = Some(self.now + LINGER_MS + self.clock_slack);
         c.unusual = true;
         c.input = Vec::new();
-        c.output = Vec::new();
+        c.output.release();
         c.start = 0;
         if c.interest != Interest::READABLE {
             c.interest = Interest::READABLE;
