@@ -1,7 +1,7 @@
 //! Response bodies going out after their head: files by `sendfile` (or `pread` under
 //! TLS) and streams, within a send budget per loop turn.
 
-use super::conn::Conn;
+use super::conn::{Conn, IoState};
 use super::output::write_until_full;
 use super::{millis, Worker};
 use crate::handler::{Handler, Source};
@@ -118,7 +118,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     if !std::mem::take(&mut c.resumable) {
                         break;
                     }
-                    if c.closing || c.start == c.input.len() {
+                    if c.is_closing() || c.start == c.input.len() {
                         break;
                     }
                     self.process_owing_nothing(i);
@@ -210,9 +210,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                             _ => {
                                 // Truncated meanwhile, or unreadable.
                                 c.source = None;
-                                c.abort = true;
-                                c.closing = true;
-                                c.unusual = true;
+                                c.abort();
                                 return Sent::Done;
                             }
                         }
@@ -223,9 +221,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         Ok(0) => {
                             // The file is shorter than the Content-Length sent.
                             c.source = None;
-                            c.abort = true;
-                            c.closing = true;
-                            c.unusual = true;
+                            c.abort();
                             return Sent::Done;
                         }
                         Ok(n) => {
@@ -283,9 +279,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     match poll {
                         _ if overran => {
                             c.source = None;
-                            c.abort = true;
-                            c.closing = true;
-                            c.unusual = true;
+                            c.abort();
                         }
                         StreamPoll::Ready if !data.is_empty() => {}
                         StreamPoll::Ready => {
@@ -300,14 +294,12 @@ impl<'t, H: Handler> Worker<'t, H> {
                         }
                         StreamPoll::End => {
                             if remaining.is_some_and(|r| r > 0) {
-                                c.abort = true;
-                                c.closing = true;
-                                c.unusual = true;
+                                c.abort();
                             } else if remaining.is_none() {
                                 c.http.finish_body(c.output.buf());
                             }
                             c.source = None;
-                            c.resumable = !c.abort;
+                            c.resumable = c.state != IoState::Aborted;
                         }
                     }
                 }

@@ -13,6 +13,32 @@ use keel_linux::io::{self as lio, PollFor};
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
+/// Whether a connection still reads requests, and how it closes, in the order a
+/// connection goes through them: it never goes back to an earlier one. Every state but
+/// `Open` takes the general paths of [`Worker::on_readable`](super::Worker::on_readable)
+/// (see [`Conn::unusual`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum IoState {
+    /// Reading requests and answering them: the usual state.
+    Open,
+    /// The client closed its sending side: nothing more is read, the complete requests
+    /// already buffered are still answered (in order, even those waiting behind a body),
+    /// then the connection closes (lingering).
+    PeerDone,
+    /// No more requests are read (the last response closes the connection, or a
+    /// request was refused): once the output is written, the connection lingers.
+    Closing,
+    /// A body could not be sent as framed (file truncated, stream off its length):
+    /// once the output is written, the connection is dropped without lingering.
+    Aborted,
+    /// After the last response: writes are shut down and input is discarded until EOF
+    /// or `deadline`, so that unread bytes do not turn the close into a reset.
+    Lingering {
+        /// When the connection is dropped if the client has not closed by then.
+        deadline: Millis,
+    },
+}
+
 /// One accepted connection, in the worker's slab at its epoll token.
 pub(super) struct Conn {
     /// The socket (non-blocking).
@@ -38,19 +64,15 @@ pub(super) struct Conn {
     pub(super) output: Output,
     /// The interest registered with epoll now.
     pub(super) interest: Interest,
-    /// No more requests are read; close once the output is written.
-    pub(super) closing: bool,
-    /// The client closed its sending side: nothing more is read, the complete requests
-    /// already buffered are still answered (in order, even those waiting behind a body),
-    /// then the connection closes.
-    pub(super) peer_eof: bool,
+    /// Whether requests are still read, and how the connection closes (change it
+    /// only with [`Conn::on_peer_eof`], [`Conn::close`], [`Conn::abort`] and
+    /// [`Conn::linger`], which keep `unusual` true while it is not `Open`).
+    pub(super) state: IoState,
     /// The last [`Worker::process`](super::Worker::process) stopped at the output's high-water mark with
     /// requests left in `input`: they are answered one round per loop turn (see
     /// [`Worker::answer_waiting`](super::Worker::answer_waiting)), so EPOLLOUT stays armed meanwhile, even with no
     /// output waiting, as no byte may arrive to bring them back.
     pub(super) answers_waiting: bool,
-    /// After the last response: shut down writes, discard input until EOF or this time.
-    pub(super) linger_deadline: Option<Millis>,
     /// The content of the chunked body of the request at `start`, decoded so far.
     pub(super) chunked: Option<Box<ChunkedContent>>,
     /// The request at `start` has a complete head and its body goes to the handler's sink.
@@ -72,16 +94,14 @@ pub(super) struct Conn {
     pub(super) source: Option<Active>,
     /// A file or stream body just ended: the requests waiting behind it may go on.
     pub(super) resumable: bool,
-    /// A body could not be sent as framed (file truncated, stream off its length): close
-    /// without lingering once `output` is written.
-    pub(super) abort: bool,
     /// The TLS layer of an HTTPS connection: `input` and `output` hold plaintext.
     pub(super) tls: Option<Box<Tls>>,
     /// `true` whenever the connection is not a plain one in the usual state (see
-    /// [`Conn::is_unusual`]: TLS, a body source, closing, aborted, peer EOF or
-    /// lingering), so that [`Worker::on_readable`](super::Worker::on_readable) tests one flag, not six, on every
-    /// request. Set wherever one of those is set; it may stay `true` after they
-    /// clear (a file body that ended) until the slow path looks again.
+    /// [`Conn::is_unusual`]: TLS, a body source, or a `state` other than
+    /// [`IoState::Open`]), so that [`Worker::on_readable`](super::Worker::on_readable)
+    /// tests one flag, not three, on every request. Set wherever one of those is set
+    /// (the state's methods set it); it may stay `true` after they clear (a file body
+    /// that ended) until the slow path looks again.
     pub(super) unusual: bool,
 }
 
@@ -97,10 +117,8 @@ impl Conn {
             body_head: 0,
             output: Output::default(),
             interest: Interest::READABLE,
-            closing: false,
-            peer_eof: false,
+            state: IoState::Open,
             answers_waiting: false,
-            linger_deadline: None,
             chunked: None,
             sink: None,
             last_write: now,
@@ -111,21 +129,62 @@ impl Conn {
             peer: None,
             source: None,
             resumable: false,
-            abort: false,
             tls: None,
             unusual: false,
         }
     }
 
     /// Whether the connection needs the general paths of [`Worker::on_readable`](super::Worker::on_readable): TLS,
-    /// a file or stream body, closing, aborted, the peer's EOF seen, or lingering.
+    /// a file or stream body, or a state other than [`IoState::Open`] (closing,
+    /// aborted, the peer's EOF seen, or lingering).
     pub(super) fn is_unusual(&self) -> bool {
-        self.tls.is_some()
-            || self.source.is_some()
-            || self.closing
-            || self.abort
-            || self.peer_eof
-            || self.linger_deadline.is_some()
+        self.tls.is_some() || self.source.is_some() || self.state != IoState::Open
+    }
+
+    /// Whether no more requests are read: closing, aborted or lingering.
+    #[inline]
+    pub(super) fn is_closing(&self) -> bool {
+        !matches!(self.state, IoState::Open | IoState::PeerDone)
+    }
+
+    /// Whether the connection lingers ([`IoState::Lingering`]).
+    #[inline]
+    pub(super) fn is_lingering(&self) -> bool {
+        matches!(self.state, IoState::Lingering { .. })
+    }
+
+    /// The client closed its sending side: an open connection answers what it has
+    /// buffered, then closes ([`IoState::PeerDone`]); one already closing goes on as
+    /// it was.
+    pub(super) fn on_peer_eof(&mut self) {
+        if self.state == IoState::Open {
+            self.state = IoState::PeerDone;
+        }
+        self.unusual = true;
+    }
+
+    /// No more requests are read: the connection closes once its output is written
+    /// ([`IoState::Closing`]), unless it is aborted or lingering already.
+    pub(super) fn close(&mut self) {
+        if matches!(self.state, IoState::Open | IoState::PeerDone) {
+            self.state = IoState::Closing;
+        }
+        self.unusual = true;
+    }
+
+    /// A body could not be sent as framed: the connection closes without lingering
+    /// once its output is written ([`IoState::Aborted`]).
+    pub(super) fn abort(&mut self) {
+        debug_assert!(!self.is_lingering());
+        self.state = IoState::Aborted;
+        self.unusual = true;
+    }
+
+    /// Writes are shut down after the last response: input is discarded until EOF or
+    /// `deadline` ([`IoState::Lingering`]).
+    pub(super) fn linger(&mut self, deadline: Millis) {
+        self.state = IoState::Lingering { deadline };
+        self.unusual = true;
     }
 
     /// Files `deadline` in `wheel` for this connection (slot `i` of `generation`),
@@ -182,9 +241,8 @@ impl Conn {
 pub(super) fn interest_for(c: &Conn, pending: usize, high_water: usize) -> Interest {
     let want_write = pending > 0
         || c.source.as_ref().is_some_and(|s| !s.is_waiting())
-        || (c.answers_waiting && c.source.is_none() && !c.closing);
-    let want_read = !c.closing
-        && !c.peer_eof
+        || (c.answers_waiting && c.source.is_none() && !c.is_closing());
+    let want_read = c.state == IoState::Open
         && pending <= high_water
         && (c.source.is_none() || c.input.len() - c.start < BODY_INPUT_CAP);
     let interest = match (want_read, want_write) {
@@ -204,8 +262,8 @@ pub(super) fn interest_for(c: &Conn, pending: usize, high_water: usize) -> Inter
 /// when it last made progress at it.
 #[inline]
 pub(super) fn deadline_for(c: &Conn, t: &Timeouts) -> Millis {
-    if let Some(d) = c.linger_deadline {
-        d
+    if let IoState::Lingering { deadline } = c.state {
+        deadline
     } else if c.unsent() > 0 || c.source.as_ref().is_some_and(|s| !s.is_waiting()) {
         c.last_write + t.write
     } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
@@ -224,9 +282,34 @@ pub(super) fn read_deadline(c: &Conn, t: &Timeouts) -> Millis {
 
 #[cfg(test)]
 mod tests {
-    use super::Conn;
+    use super::{Conn, IoState};
     use crate::timer::{Wheel, NOT_FILED};
     use keel_linux::unix::{self, UnixKind};
+
+    /// The state only moves forward, and every state but `Open` takes the slow path.
+    #[test]
+    fn the_io_state_only_moves_forward() {
+        let conn = || Conn::new(unix::pair(UnixKind::Stream).unwrap().0, 0);
+        let mut c = conn();
+        assert!(!c.unusual && !c.is_closing());
+        c.on_peer_eof();
+        assert_eq!(c.state, IoState::PeerDone);
+        assert!(c.unusual && !c.is_closing());
+        c.close();
+        assert_eq!(c.state, IoState::Closing);
+        c.on_peer_eof();
+        assert_eq!(c.state, IoState::Closing, "the peer's EOF does not reopen");
+        c.abort();
+        c.close();
+        assert_eq!(c.state, IoState::Aborted, "closing does not undo an abort");
+        let mut c = conn();
+        c.close();
+        c.linger(7);
+        c.close();
+        c.on_peer_eof();
+        assert_eq!(c.state, IoState::Lingering { deadline: 7 });
+        assert!(c.is_closing() && c.is_lingering() && c.unusual);
+    }
 
     /// A deadline moved later keeps the entry filed before (it looks again when due);
     /// one moved earlier, into an earlier tick, is filed again.

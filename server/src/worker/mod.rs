@@ -29,7 +29,7 @@ mod readiness;
 mod tls;
 
 use self::body_out::Active;
-use self::conn::{deadline_for, Conn};
+use self::conn::{deadline_for, Conn, IoState};
 use self::process::fail;
 use self::tls::{Tls, TLS_READ};
 use crate::handler::{Handler, Prefix, Response, ResponseCache};
@@ -448,7 +448,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         };
         c.deadline = deadline_for(c, &self.timeouts);
         if let Some(grace) = self.idle_grace {
-            if c.linger_deadline.is_none() && c.is_idle() {
+            if !c.is_lingering() && c.is_idle() {
                 c.deadline = c.deadline.min(grace.end(c.idle_since));
             }
         }
@@ -480,7 +480,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             // The client stopped taking the body.
             return self.drop_conn(i);
         }
-        let reading = c.linger_deadline.is_none() && c.unsent() == 0 && !c.closing;
+        let reading = !c.is_closing() && c.unsent() == 0;
         let expired = if reading {
             c.http.handle_timeout(self.now, &self.timeouts.read)
         } else {
@@ -559,7 +559,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             let Some(c) = self.conns[i].as_ref() else {
                 continue;
             };
-            if c.is_idle() && c.linger_deadline.is_none() {
+            if c.is_idle() && !c.is_lingering() {
                 if c.has_unread_input() {
                     // Processed as usual; it closes once what it read is answered.
                     self.on_readable(i);
@@ -589,7 +589,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         let Some(c) = self.conns[i].as_ref() else {
             return;
         };
-        if !c.closing && !c.peer_eof && c.has_unread_input() {
+        if c.state == IoState::Open && c.has_unread_input() {
             return self.on_readable(i);
         }
         self.start_linger(i);

@@ -74,8 +74,7 @@ pub(super) fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
     c.sink = None;
     c.chunked = None;
     c.body_head = 0;
-    c.closing = true;
-    c.unusual = true;
+    c.close();
     c.start = c.input.len();
     Next::Read
 }
@@ -127,7 +126,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             .expect("process is called on live connections");
         c.answers_waiting = false;
         loop {
-            if c.closing {
+            if c.is_closing() {
                 return Next::Read;
             }
             if c.unsent() > config.output_high_water || c.source.is_some() {
@@ -165,8 +164,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         // persist): nothing more is read. Paused and Upgraded cannot
                         // come: every response is complete here, and keel answers no
                         // upgrade with 101 and no CONNECT with a 2xx.
-                        c.closing = true;
-                        c.unusual = true;
+                        c.close();
                         return Next::Read;
                     }
                     Err(e) => return fail(c, date, e.status_hint()),
@@ -275,14 +273,12 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.chunked = None;
             if c.start < c.input.len() {
                 if framing.close {
-                    c.closing = true;
-                    c.unusual = true;
+                    c.close();
                     return Next::Read;
                 }
             } else {
                 if framing.close {
-                    c.closing = true;
-                    c.unusual = true;
+                    c.close();
                     return Next::Read;
                 }
                 // No input left (the usual end for a keep-alive client): the checks at

@@ -2,7 +2,7 @@
 //! settle its interest, and close by lingering.
 
 use super::body_out::Active;
-use super::conn::{deadline_for, interest_for, read_deadline, Conn};
+use super::conn::{deadline_for, interest_for, read_deadline, Conn, IoState};
 use super::process::fail;
 use super::tls::read_tls;
 use super::{Next, Timeouts, Worker, BODY_INPUT_CAP, LINGER_MS, SHARED_INPUT};
@@ -75,13 +75,13 @@ impl<'t, H: Handler> Worker<'t, H> {
         };
         debug_assert!(c.unusual || !c.is_unusual());
         if c.unusual {
-            if c.linger_deadline.is_some() {
-                return self.discard_input(i);
+            match c.state {
+                IoState::Open => {}
+                IoState::Lingering { .. } => return self.discard_input(i),
+                // Nothing more is read.
+                IoState::PeerDone | IoState::Closing | IoState::Aborted => return,
             }
-            if c.closing
-                || c.peer_eof
-                || (c.source.is_some() && c.input.len() - c.start >= BODY_INPUT_CAP)
-            {
+            if c.source.is_some() && c.input.len() - c.start >= BODY_INPUT_CAP {
                 return;
             }
         }
@@ -180,8 +180,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         if eof {
             // The client sent everything it will send; answer what is complete, then close
             // (`settle` closes once nothing complete is left).
-            c.peer_eof = true;
-            c.unusual = true;
+            c.on_peer_eof();
             c.output.pay_owed(self.response_cache.bytes());
             if matches!(c.source, Some(Active::Stream { .. })) {
                 // A client that closes while a stream runs (an EventSource going away)
@@ -270,7 +269,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         let Some(c) = self.conns[i].as_ref() else {
             return;
         };
-        if c.closing
+        if c.is_closing()
             || c.source.is_some()
             || c.start == c.input.len()
             || c.unsent() > self.config.output_high_water
@@ -310,7 +309,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             c.output.rewind();
             c.idle_since = self.now;
             c.http.on_idle(self.now);
-            if c.abort {
+            if c.state == IoState::Aborted {
                 return self.drop_conn(i);
             }
             // Shutting down: a connection whose last response just went out closes
@@ -318,17 +317,16 @@ impl<'t, H: Handler> Worker<'t, H> {
             // may come: within its grace, which begins now (`arm` files its end as the
             // deadline, see `IdleGrace`), or when it has already arrived. Then it stays
             // readable, and that request is answered (with `Connection: close`) first.
-            if c.closing
+            if c.is_closing()
                 || (self.shutdown_deadline.is_some()
                     && c.start == c.input.len()
-                    && (c.peer_eof
-                        || c.linger_deadline.is_some()
+                    && (c.state == IoState::PeerDone
                         || (self.idle_grace.is_some_and(|g| g.end(self.now) <= self.now)
                             && !c.has_unread_input())))
             {
                 return self.start_linger(i);
             }
-            if c.peer_eof {
+            if c.state == IoState::PeerDone {
                 // Answer the complete requests still buffered (they may have waited
                 // behind a body); close once none is left.
                 if c.start < c.input.len() {
@@ -338,8 +336,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     return;
                 };
                 if c.unsent() == 0 && c.source.is_none() {
-                    c.closing = true;
-                    c.unusual = true;
+                    c.close();
                     return self.start_linger(i);
                 }
                 return self.flush(i);
@@ -371,8 +368,7 @@ impl<'t, H: Handler> Worker<'t, H> {
         if socket::shutdown(&c.fd, Shutdown::Write).is_err() {
             return self.drop_conn(i);
         }
-        c.linger_deadline = Some(self.now + LINGER_MS + self.clock_slack);
-        c.unusual = true;
+        c.linger(self.now + LINGER_MS + self.clock_slack);
         c.input = Vec::new();
         c.output.release();
         c.start = 0;
