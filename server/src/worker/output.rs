@@ -31,9 +31,8 @@ pub(super) struct Output {
     /// Copies of the cached response owed at `buf[owed_at]`, before the bytes after it.
     owed: u32,
     /// Where in `buf` the `owed` copies go (meaningless while `owed` is 0):
-    /// `written <= owed_at <= buf.len()`. 32 bits, so that a [`Conn`](super::conn::Conn)
-    /// is no larger for it: a buffer longer than that owes nothing.
-    owed_at: u32,
+    /// `written <= owed_at <= buf.len()`.
+    owed_at: usize,
 }
 
 impl Output {
@@ -63,15 +62,11 @@ impl Output {
     #[inline(always)]
     pub(super) fn push_cached(&mut self, cached: &[u8], max_copies: u32, may_owe: bool) {
         if self.owed == 0 && may_owe {
-            if let Ok(at) = u32::try_from(self.buf.len()) {
-                self.owed = 1;
-                self.owed_at = at;
-                return;
-            }
-            self.buf.extend_from_slice(cached);
+            self.owed = 1;
+            self.owed_at = self.buf.len();
         } else if self.owed > 0
             && self.owed < max_copies
-            && self.owed_at as usize == self.buf.len()
+            && self.owed_at == self.buf.len()
             && may_owe
         {
             self.owed += 1;
@@ -95,7 +90,7 @@ impl Output {
     #[inline(never)]
     fn pay_owed_now(&mut self, cached: &[u8]) {
         let copies = std::mem::take(&mut self.owed) as usize;
-        let after = self.buf.split_off(self.owed_at as usize);
+        let after = self.buf.split_off(self.owed_at);
         self.buf.reserve(copies * cached.len() + after.len());
         for _ in 0..copies {
             self.buf.extend_from_slice(cached);
@@ -155,7 +150,7 @@ impl Output {
         cache: &mut ResponseCache,
     ) -> io::Result<()> {
         let copies = cache.copies(self.owed);
-        let (before, after) = self.buf.split_at(self.owed_at as usize);
+        let (before, after) = self.buf.split_at(self.owed_at);
         let before = &before[self.written..];
         let slices = [
             io::IoSlice::new(before),
@@ -368,7 +363,7 @@ mod tests {
         c.out.buf = [before, after].concat();
         c.out.written = written;
         c.out.owed = owed;
-        c.out.owed_at = before.len() as u32;
+        c.out.owed_at = before.len();
         (c, peer)
     }
 
