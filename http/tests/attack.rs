@@ -206,5 +206,8 @@ fn a_head_trickled_line_by_line_is_parsed_about_once() {
         scanned = end;
     }
     head.extend_from_slice(b"\r\n");
-    assert!(parser.parse_resumed(&head, scanned).is_err(), "the bad line is refused at the end");
+    assert!(
+        parser.parse_resumed(&head, scanned).is_err(),
+        "the bad line is refused at the end"
+    );
 }
