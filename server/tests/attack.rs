@@ -1,0 +1,146 @@
+//! Reproducers from an adversarial review of the worker driving
+//! `keel_http::ServerConnection`, against the example servers. A failing test
+//! is a finding.
+
+mod util;
+
+use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::time::{Duration, Instant};
+use util::*;
+
+fn chunked_head(target: &str) -> Vec<u8> {
+    format!("POST {target} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n").into_bytes()
+}
+
+/// Sends a chunked body of `total` bytes in 64 KiB chunks, then the last-chunk.
+fn send_chunked_body(s: &mut std::net::TcpStream, total: usize) {
+    let piece = vec![b'a'; 64 * 1024];
+    let mut sent = 0;
+    while sent < total {
+        let n = piece.len().min(total - sent);
+        let mut chunk = format!("{n:x}\r\n").into_bytes();
+        chunk.extend_from_slice(&piece[..n]);
+        chunk.extend_from_slice(b"\r\n");
+        if s.write_all(&chunk).is_err() {
+            return; // refused early: the server closed
+        }
+        sent += n;
+    }
+    let _ = s.write_all(b"0\r\n\r\n");
+}
+
+/// FINDING: after a chunked upload to a `BodySink` (`POST /upload`, whose limit is
+/// lifted), a chunked `POST /echo` on the same connection is no longer held to
+/// `max_body_size` (1 MiB): the worker buffers all of it in memory and answers 200.
+/// On a fresh connection the same request gets 413. Any client can thus make the
+/// worker hold an unbounded body in memory.
+#[test]
+fn a_chunked_body_after_a_chunked_upload_is_still_limited() {
+    let server = start_example("json_api", 1, &[]);
+    let worker = server.workers()[0];
+
+    // Control: a fresh connection, 4 MiB chunked to /echo, is refused.
+    let mut s = server.connect();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    send(&mut s, &chunked_head("/echo"));
+    send_chunked_body(&mut s, 4 << 20);
+    let mut buf = Vec::new();
+    let r = read_response(&mut s, &mut buf).expect("a response");
+    assert_eq!(r.status, 413, "control: fresh connection");
+    drop(s);
+
+    let rss_before = rss_kib(worker);
+    let mut s = server.connect();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut up = chunked_head("/upload");
+    up.extend_from_slice(b"5\r\nhello\r\n0\r\n\r\n");
+    send(&mut s, &up);
+    let mut buf = Vec::new();
+    let r = read_response(&mut s, &mut buf).expect("the upload's response");
+    assert_eq!(r.status, 200);
+
+    let total = 64 << 20;
+    send(&mut s, &chunked_head("/echo"));
+    // The response to a body taken whole is as large as the body: read it on another
+    // thread while the body goes out.
+    let mut reader = s.try_clone().unwrap();
+    let t = std::thread::spawn(move || read_response(&mut reader, &mut buf));
+    send_chunked_body(&mut s, total);
+    let r = t.join().unwrap().expect("a response");
+    let rss_after = rss_kib(worker);
+    eprintln!(
+        "status {} body {} bytes; worker RSS {rss_before} KiB -> {rss_after} KiB",
+        r.status,
+        r.body.len()
+    );
+    assert_eq!(
+        r.status, 413,
+        "a {total}-byte chunked body over the 1 MiB limit was taken in memory"
+    );
+}
+
+/// FINDING (low): the worker never calls `ServerConnection::handle_eof`, so a response
+/// it writes after it has seen the client's end of stream (requests that waited behind
+/// a file body) carries no `Connection: close`, though the server closes right after
+/// it. keel-http's own rule (`handle_eof`: "every complete request ... answered, in
+/// order, the last with `Connection: close`") is not applied.
+#[test]
+fn the_last_response_after_a_half_close_says_close() {
+    let dir = std::env::temp_dir().join(format!("keel-attack-hc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big: Vec<u8> = (0..8_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.join("big.bin"), &big).unwrap();
+    std::fs::write(dir.join("a.txt"), b"small").unwrap();
+    let server = start_example("static_files", 1, &["--root", dir.to_str().unwrap()]);
+    let mut s = server.connect();
+    let mut req = get("/big.bin");
+    req.extend_from_slice(&get("/a.txt"));
+    send(&mut s, &req);
+    s.shutdown(Shutdown::Write).unwrap();
+    // Let the worker read the end of stream while the file is still on its way.
+    std::thread::sleep(Duration::from_millis(300));
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let mut cursor = std::io::Cursor::new(all);
+    let mut buf = Vec::new();
+    let mut responses = Vec::new();
+    while let Some(r) = read_response(&mut cursor, &mut buf) {
+        responses.push(r);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(responses.len(), 2);
+    assert_eq!(responses[1].body, b"small");
+    assert_eq!(
+        responses[1].header("connection"),
+        Some("close"),
+        "the server closed after this response without saying so: {:?}",
+        responses[1].headers
+    );
+}
+
+/// FINDING (low): an empty line sent before any request restarts the idle clock with
+/// the 60 s keep-alive timeout, so a new connection that sends "\r\n" at 19 s is not
+/// closed at its 20 s head timeout (and four such lines keep it ~4 minutes).
+#[test]
+fn an_empty_line_does_not_extend_a_new_connections_timeout() {
+    let server = start_example("hello", 1, &[]);
+    let mut s = server.connect();
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs(18));
+    s.write_all(b"\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(6))).unwrap();
+    let mut b = [0u8; 256];
+    let closed = match s.read(&mut b) {
+        Ok(0) => true,
+        Ok(n) => panic!("unexpected bytes {:?}", String::from_utf8_lossy(&b[..n])),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => true,
+        Err(_) => false,
+    };
+    assert!(
+        closed,
+        "still open {:?} after accept (head timeout 20 s): the CRLF restarted the clock",
+        start.elapsed()
+    );
+}
