@@ -144,3 +144,39 @@ fn an_empty_line_does_not_extend_a_new_connections_timeout() {
         start.elapsed()
     );
 }
+
+/// Starts `hello`, sends `request` on one connection and reads its response, waits
+/// until the connection is idle past the shutdown grace, then SIGTERMs the server and
+/// returns how long it took to exit.
+fn shutdown_time_after(request: &[u8]) -> Duration {
+    let mut server = start_example("hello", 1, &[]);
+    let mut s = server.connect();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    send(&mut s, request);
+    let mut buf = Vec::new();
+    let r = read_response(&mut s, &mut buf).expect("a response");
+    assert_eq!(r.status, 200);
+    std::thread::sleep(Duration::from_millis(600));
+    let took = server
+        .signal_and_wait(15, Duration::from_secs(10))
+        .expect("the server exits");
+    drop(s);
+    took
+}
+
+/// Control: an idle keep-alive connection lets a graceful shutdown end at once.
+#[test]
+fn control_an_idle_connection_does_not_hold_up_a_shutdown() {
+    let took = shutdown_time_after(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(took < Duration::from_secs(3), "took {took:?} (an idle connection: its 2 s linger)");
+}
+
+/// FINDING (low): the same connection after a request followed by an empty line (which
+/// RFC 9112 §2.2 says some clients send after a POST body, and which the server must
+/// ignore) is not idle to the worker (`Conn::is_idle` sees the CRLF left in `input`):
+/// it gets no shutdown grace and holds the graceful shutdown until its deadline (5 s).
+#[test]
+fn an_empty_line_after_a_request_does_not_hold_up_a_shutdown() {
+    let took = shutdown_time_after(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi\r\n");
+    assert!(took < Duration::from_secs(3), "took {took:?} (an idle connection: its 2 s linger)");
+}
