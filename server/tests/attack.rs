@@ -180,3 +180,84 @@ fn an_empty_line_after_a_request_does_not_hold_up_a_shutdown() {
     let took = shutdown_time_after(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi\r\n");
     assert!(took < Duration::from_secs(3), "took {took:?} (an idle connection: its 2 s linger)");
 }
+
+/// Reads what arrives on `s` for `for_how_long`.
+fn read_for(s: &mut std::net::TcpStream, for_how_long: Duration) -> Vec<u8> {
+    let end = Instant::now() + for_how_long;
+    let mut got = Vec::new();
+    let mut b = [0u8; 65536];
+    while Instant::now() < end {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        match s.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(_) => {}
+        }
+    }
+    got
+}
+
+/// FINDING: while a response body is being streamed, bytes the client pipelines
+/// behind it are buffered without being parsed; once they fill a buffer of
+/// `max_input_size` (head limits + body limit, 6 KiB with these limits), the worker
+/// calls its `fail(413)` although a final response is in progress: the 413 head is
+/// written into the middle of the chunked 200 body, `ServerConnection::fail` sets the
+/// response complete, and the next piece of the stream hits `write_chunk`'s panic
+/// ("write_chunk without a chunked body"): the worker process dies, with every
+/// connection it held.
+#[test]
+fn bytes_pipelined_behind_a_stream_do_not_splice_a_413_into_it_or_kill_the_worker() {
+    let server = start_example("attack_small_limits", 1, &[]);
+    let workers = server.workers();
+    let mut s = server.connect();
+    send(&mut s, b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    let first = read_for(&mut s, Duration::from_millis(400));
+    assert!(first.starts_with(b"HTTP/1.1 200 OK\r\n"), "{:?}", String::from_utf8_lossy(&first));
+    // Pipelined bytes behind the endless stream: two reads' worth.
+    send(&mut s, &vec![b'G'; 8000]);
+    std::thread::sleep(Duration::from_millis(100));
+    send(&mut s, &vec![b'G'; 100]);
+    let rest = read_for(&mut s, Duration::from_millis(800));
+    let text = String::from_utf8_lossy(&rest);
+    std::thread::sleep(Duration::from_millis(500));
+    // A worker that died was restarted under another pid.
+    let alive: Vec<bool> = workers.iter().map(|&w| server.workers().contains(&w)).collect();
+    assert!(
+        find(&rest, b"HTTP/1.1 413").is_none() && alive.iter().all(|&a| a),
+        "a 413 head inside the 200's chunked body: {text:?}; workers {workers:?} alive {alive:?}"
+    );
+}
+
+/// FINDING (same cause, a file body): the 413 is written in the middle of a 200's
+/// `Content-Length` body being sent from a file, so the client reads the 413 head as
+/// part of the file (and the body comes out the wrong length).
+#[test]
+fn bytes_pipelined_behind_a_file_body_do_not_splice_a_413_into_it() {
+    let dir = std::env::temp_dir().join(format!("keel-attack-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big.bin");
+    let big = vec![b'z'; 32 << 20];
+    std::fs::write(&path, &big).unwrap();
+    let server = start_example("attack_small_limits", 1, &[]);
+    let mut s = server.connect();
+    // The client does not read yet: the file waits in the socket buffers.
+    send(&mut s, format!("GET /file?path={} HTTP/1.1\r\nHost: x\r\n\r\n", path.display()).as_bytes());
+    std::thread::sleep(Duration::from_millis(200));
+    send(&mut s, &vec![b'G'; 8000]);
+    std::thread::sleep(Duration::from_millis(100));
+    send(&mut s, &vec![b'G'; 100]);
+    std::thread::sleep(Duration::from_millis(100));
+    let got = read_for(&mut s, Duration::from_secs(3));
+    let _ = std::fs::remove_dir_all(&dir);
+    let head_end = find(&got, b"\r\n\r\n").unwrap() + 4;
+    let body = &got[head_end..];
+    let at = find(body, b"HTTP/1.1 413");
+    assert!(
+        at.is_none(),
+        "a 413 head at byte {:?} of the 200's {}-byte body ({} bytes received)",
+        at,
+        big.len(),
+        body.len()
+    );
+}
