@@ -70,6 +70,14 @@ pub(super) fn access_log_line(
 /// (the framing from [`ServerConnection::fail`](keel_http::ServerConnection::fail)).
 pub(super) fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
     let framing = c.http.fail();
+    if c.source.is_some() {
+        // A response body is on its way: an error response cannot go into it. Close
+        // once what can be sent is sent, without lingering.
+        debug_assert!(false, "fail({status:?}) while a body is being sent");
+        c.source = None;
+        c.abort();
+        return Next::Read;
+    }
     write_simple(c.output.buf(), prefix, status, framing);
     c.sink = None;
     c.chunked = None;

@@ -101,13 +101,20 @@ impl<'t, H: Handler> Worker<'t, H> {
         }
         loop {
             if c.input.len() == c.input.capacity() {
-                let max_input = self.config.max_input_size();
+                // Room for what is read behind a file or stream body (up to
+                // BODY_INPUT_CAP), whatever the request limits: that input waits
+                // unparsed until the body is sent.
+                let max_input = self.config.max_input_size().max(BODY_INPUT_CAP + 1);
                 if c.start > 0 {
                     c.input.drain(..c.start);
                     c.start = 0;
                 } else if c.input.capacity() < max_input {
                     let grow = c.input.capacity().min(max_input - c.input.capacity());
                     c.input.reserve_exact(grow);
+                } else if c.source.is_some() {
+                    // A body is being sent: no answer may go into it. Read no more
+                    // until it is sent (the interest says so too).
+                    break;
                 } else {
                     // One request (head and body) fills the largest buffer allowed: the
                     // parser's limits and the body limit should have answered already;
