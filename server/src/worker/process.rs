@@ -4,7 +4,7 @@
 
 use super::body_in::{receive_body, SinkBody};
 use super::body_out::Active;
-use super::conn::Conn;
+use super::conn::{Conn, IoState};
 use super::{Next, Worker};
 use crate::handler::{write_simple, Handler, Prefix, Request, Response};
 use keel_http::{RequestTarget, ServerEvent, ServerInput, StatusCode};
@@ -248,10 +248,15 @@ impl<'t, H: Handler> Worker<'t, H> {
                 Some(sink) => sink.0.finish(&Request::new(req, &[]), response),
                 None => handler.handle(&Request::new(req, content), response),
             }
+            // The client sent everything (its end of stream was read) and nothing is
+            // left after this request: this response is the last, and says so (RFC
+            // 9112 §9.6).
+            let last_before_eof =
+                c.state == IoState::PeerDone && c.start + consumed == c.input.len();
             let framing = c.http.start_response(
                 response.final_status(),
                 response.framing_body(),
-                response.wants_close() || shutting_down,
+                response.wants_close() || shutting_down || last_before_eof,
             );
             let has_source = if let Some(bytes) = response.cached(date, response_cache, framing) {
                 // The same bytes as the last response like it: on a plain connection
