@@ -168,7 +168,10 @@ fn shutdown_time_after(request: &[u8]) -> Duration {
 #[test]
 fn control_an_idle_connection_does_not_hold_up_a_shutdown() {
     let took = shutdown_time_after(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert!(took < Duration::from_secs(3), "took {took:?} (an idle connection: its 2 s linger)");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?} (an idle connection: its 2 s linger)"
+    );
 }
 
 /// FINDING (low): the same connection after a request followed by an empty line (which
@@ -177,8 +180,12 @@ fn control_an_idle_connection_does_not_hold_up_a_shutdown() {
 /// it gets no shutdown grace and holds the graceful shutdown until its deadline (5 s).
 #[test]
 fn an_empty_line_after_a_request_does_not_hold_up_a_shutdown() {
-    let took = shutdown_time_after(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi\r\n");
-    assert!(took < Duration::from_secs(3), "took {took:?} (an idle connection: its 2 s linger)");
+    let took =
+        shutdown_time_after(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi\r\n");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?} (an idle connection: its 2 s linger)"
+    );
 }
 
 /// Reads what arrives on `s` for `for_how_long`.
@@ -213,16 +220,23 @@ fn bytes_pipelined_behind_a_stream_do_not_splice_a_413_into_it_or_kill_the_worke
     let mut s = server.connect();
     send(&mut s, b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n");
     let first = read_for(&mut s, Duration::from_millis(400));
-    assert!(first.starts_with(b"HTTP/1.1 200 OK\r\n"), "{:?}", String::from_utf8_lossy(&first));
+    assert!(
+        first.starts_with(b"HTTP/1.1 200 OK\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&first)
+    );
     // Pipelined bytes behind the endless stream: two reads' worth.
     send(&mut s, &vec![b'G'; 8000]);
     std::thread::sleep(Duration::from_millis(100));
-    send(&mut s, &vec![b'G'; 100]);
+    send(&mut s, &[b'G'; 100]);
     let rest = read_for(&mut s, Duration::from_millis(800));
     let text = String::from_utf8_lossy(&rest);
     std::thread::sleep(Duration::from_millis(500));
     // A worker that died was restarted under another pid.
-    let alive: Vec<bool> = workers.iter().map(|&w| server.workers().contains(&w)).collect();
+    let alive: Vec<bool> = workers
+        .iter()
+        .map(|&w| server.workers().contains(&w))
+        .collect();
     assert!(
         find(&rest, b"HTTP/1.1 413").is_none() && alive.iter().all(|&a| a),
         "a 413 head inside the 200's chunked body: {text:?}; workers {workers:?} alive {alive:?}"
@@ -242,11 +256,18 @@ fn bytes_pipelined_behind_a_file_body_do_not_splice_a_413_into_it() {
     let server = start_example("attack_small_limits", 1, &[]);
     let mut s = server.connect();
     // The client does not read yet: the file waits in the socket buffers.
-    send(&mut s, format!("GET /file?path={} HTTP/1.1\r\nHost: x\r\n\r\n", path.display()).as_bytes());
+    send(
+        &mut s,
+        format!(
+            "GET /file?path={} HTTP/1.1\r\nHost: x\r\n\r\n",
+            path.display()
+        )
+        .as_bytes(),
+    );
     std::thread::sleep(Duration::from_millis(200));
     send(&mut s, &vec![b'G'; 8000]);
     std::thread::sleep(Duration::from_millis(100));
-    send(&mut s, &vec![b'G'; 100]);
+    send(&mut s, &[b'G'; 100]);
     std::thread::sleep(Duration::from_millis(100));
     let got = read_for(&mut s, Duration::from_secs(3));
     let _ = std::fs::remove_dir_all(&dir);
