@@ -2,7 +2,7 @@
 //! keel-server's worker. Each test asserts the behaviour RFC 9110/9112 (or
 //! the peers) call for; a failing test is a finding.
 
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use keel_http::{
     Error, HttpDate, RequestParser, ResponseBody, ResponseHead, ServerConnection, ServerContext,
@@ -58,7 +58,7 @@ fn chunked_post(target: &str, content_len: usize) -> Vec<u8> {
     let mut v = format!("POST {target} HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n")
         .into_bytes();
     v.extend_from_slice(format!("{content_len:x}\r\n").as_bytes());
-    v.extend(std::iter::repeat(b'a').take(content_len));
+    v.extend(std::iter::repeat_n(b'a', content_len));
     v.extend_from_slice(b"\r\n0\r\n\r\n");
     v
 }
