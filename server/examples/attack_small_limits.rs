@@ -9,12 +9,13 @@ use std::time::Duration;
 fn handle(req: &Request<'_>, res: &mut Response) {
     if req.path() == b"/stream" {
         let mut n = 0u64;
-        res.header("Content-Type", "text/plain")
-            .stream(move |buf: &mut Vec<u8>, _: &StreamContext<'_>| {
+        res.header("Content-Type", "text/plain").stream(
+            move |buf: &mut Vec<u8>, _: &StreamContext<'_>| {
                 n += 1;
                 buf.extend_from_slice(format!("tick {n}\n").as_bytes());
                 StreamPoll::Pending(Some(Duration::from_millis(100)))
-            });
+            },
+        );
     } else if req.path() == b"/file" {
         let path = String::from_utf8_lossy(req.query().unwrap_or_default())
             .trim_start_matches("path=")
