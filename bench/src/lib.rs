@@ -17,6 +17,7 @@
 pub mod client;
 pub mod probe;
 pub mod procfs;
+pub mod redis;
 pub mod report;
 pub mod servers;
 pub mod wrk;

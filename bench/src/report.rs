@@ -160,6 +160,81 @@ pub struct Output {
     pub parser_instructions_per_head: Vec<ParserInstructionsRow>,
     /// Servers that could not be measured, with the reason.
     pub skipped: Vec<(String, String)>,
+    /// The Redis scenarios' rows (empty when none was selected).
+    pub redis: Vec<RedisRow>,
+}
+
+/// One measured round of one Redis client in one Redis scenario.
+#[derive(Debug, Serialize, Clone)]
+pub struct RedisRound {
+    /// `SET` operations per second.
+    pub set_ops_per_s: f64,
+    /// `GET` operations per second.
+    pub get_ops_per_s: f64,
+    /// All commands over the time of both phases.
+    pub ops_per_s: f64,
+    /// Client CPU (user + system, the whole client process) per command, µs.
+    pub cpu_us_per_cmd: f64,
+    /// `redis-server` CPU per command over the same run, µs.
+    pub server_cpu_us_per_cmd: f64,
+    /// `redis-server` CPU time over the time of both phases, percent of one CPU.
+    pub server_busy_pct: f64,
+}
+
+/// One row of the JSON output's `redis`: a client in a Redis scenario, medians of
+/// its rounds.
+#[derive(Debug, Serialize, Clone)]
+pub struct RedisRow {
+    /// `redis-get-set` or `redis-pipelined`.
+    pub scenario: String,
+    /// `keel`, `redis-rs` or `redis-benchmark`.
+    pub client: String,
+    /// Median `SET` operations per second.
+    pub set_ops_per_s: f64,
+    /// Median `GET` operations per second.
+    pub get_ops_per_s: f64,
+    /// Median operations per second over both phases.
+    pub ops_per_s: f64,
+    /// Lowest round's operations per second.
+    pub ops_min: f64,
+    /// Highest round's operations per second.
+    pub ops_max: f64,
+    /// Median client CPU per command, µs.
+    pub cpu_us_per_cmd: f64,
+    /// Lowest round's client CPU per command, µs.
+    pub cpu_min: f64,
+    /// Highest round's client CPU per command, µs.
+    pub cpu_max: f64,
+    /// Median `redis-server` CPU per command, µs.
+    pub server_cpu_us_per_cmd: f64,
+    /// Median `redis-server` busy share, percent of one CPU.
+    pub server_busy_pct: f64,
+    /// Every measured round, in order.
+    pub rounds: Vec<RedisRound>,
+}
+
+/// Summarizes the rounds of `client` in the Redis `scenario`.
+pub fn redis_row(scenario: &str, client: &str, rounds: &[RedisRound]) -> RedisRow {
+    let each = |f: fn(&RedisRound) -> f64| rounds.iter().map(f).collect::<Vec<f64>>();
+    let ops = each(|r| r.ops_per_s);
+    let cpu = each(|r| r.cpu_us_per_cmd);
+    let (ops_min, ops_max) = range(&ops);
+    let (cpu_min, cpu_max) = range(&cpu);
+    RedisRow {
+        scenario: scenario.into(),
+        client: client.into(),
+        set_ops_per_s: median(&each(|r| r.set_ops_per_s)),
+        get_ops_per_s: median(&each(|r| r.get_ops_per_s)),
+        ops_per_s: median(&ops),
+        ops_min,
+        ops_max,
+        cpu_us_per_cmd: median(&cpu),
+        cpu_min,
+        cpu_max,
+        server_cpu_us_per_cmd: median(&each(|r| r.server_cpu_us_per_cmd)),
+        server_busy_pct: median(&each(|r| r.server_busy_pct)),
+        rounds: rounds.to_vec(),
+    }
 }
 
 /// Summarizes rounds into a row.

@@ -29,7 +29,9 @@ struct Args {
         default_value = "keel,hyper,may_minihttp,nginx,floor"
     )]
     servers: Vec<String>,
-    /// Scenarios, comma-separated: plaintext, plaintext-pipelined, json.
+    /// Scenarios, comma-separated: plaintext, plaintext-pipelined, json; the Redis
+    /// scenarios redis-get-set, redis-pipelined and redis-multiplexed (reported as not
+    /// measured) are not in the default set.
     #[arg(
         long,
         value_delimiter = ',',
@@ -64,7 +66,18 @@ struct Args {
     /// Do not build anything (use what is in target/).
     #[arg(long)]
     no_build: bool,
+    /// SETs (and as many GETs) per Redis client run one at a time; pipelined runs send
+    /// ten times as many [default: 20000, quick 5000].
+    #[arg(long)]
+    redis_requests: Option<u64>,
 }
+
+/// The Redis scenarios: (name, pipelined). `redis-multiplexed` is reported as not
+/// measured (see [`MULTIPLEXED_NOT_MEASURED`]).
+const REDIS_SCENARIOS: [(&str, bool); 2] = [("redis-get-set", false), ("redis-pipelined", true)];
+
+/// Why the "1,000 callers multiplexed on one connection" is not measured.
+const MULTIPLEXED_NOT_MEASURED: &str = "not measured. keel has no client that multiplexes callers on one connection yet: `redis::Client` is blocking and takes `&mut self`, so 1,000 callers would share it behind a lock, each holding it for its whole round trip. That keeps one command in flight, which is the one-at-a-time workload plus lock hand-offs, not multiplexing; measuring it against redis-rs's `MultiplexedConnection` (which keeps many in flight) would compare two different things.";
 
 struct Scenario {
     name: &'static str,
@@ -308,11 +321,30 @@ fn main() {
         .iter()
         .filter(|s| args.scenarios.iter().any(|n| n == s.name))
         .collect();
+    for n in &args.scenarios {
+        let known = SCENARIOS.iter().any(|s| s.name == n)
+            || REDIS_SCENARIOS.iter().any(|s| s.0 == n)
+            || n == "redis-multiplexed";
+        if !known {
+            eprintln!("unknown scenario {n}; known: plaintext, plaintext-pipelined, json, redis-get-set, redis-pipelined, redis-multiplexed");
+            std::process::exit(2);
+        }
+    }
+    let redis_scenarios: Vec<(&str, bool)> = REDIS_SCENARIOS
+        .iter()
+        .copied()
+        .filter(|s| args.scenarios.iter().any(|n| n == s.0))
+        .collect();
+    let redis_multiplexed = args.scenarios.iter().any(|n| n == "redis-multiplexed");
+    // With only Redis scenarios, no HTTP server is built, checked or counted.
+    let http_wanted = !scenarios.is_empty() || args.instructions_only;
+    let http_servers: &[String] = if http_wanted { &args.servers } else { &[] };
+    let no_instructions = args.no_instructions || !http_wanted;
 
     // 1. Build and check every server.
     let mut skipped: Vec<(String, String)> = Vec::new();
     let mut ok: Vec<String> = Vec::new();
-    for name in &args.servers {
+    for name in http_servers {
         if !servers::ALL.contains(&name.as_str()) {
             eprintln!("unknown server {name}; known: {}", servers::ALL.join(", "));
             std::process::exit(2);
@@ -552,11 +584,35 @@ fn main() {
         }
     }
 
+    // 3b. The Redis scenarios: their own server and clients, interleaved the same way.
+    let mut redis_rows: Vec<report::RedisRow> = Vec::new();
+    let redis_n = {
+        let n = args
+            .redis_requests
+            .unwrap_or(if args.quick { 5_000 } else { 20_000 });
+        n.max(keel_bench::redis::DEPTH as u64)
+    };
+    if !redis_scenarios.is_empty() && !args.instructions_only {
+        redis_rows = redis_rounds(
+            &RedisRun {
+                root: &root,
+                scratch: &scratch,
+                scenarios: &redis_scenarios,
+                rounds,
+                n: redis_n,
+                build: !args.no_build,
+                server_cpus: &server_cpus,
+                client_cpus: &wrk_cpus,
+            },
+            &mut skipped,
+        );
+    }
+
     // 4. Instructions per request under callgrind.
     let mut instr: Vec<InstructionsRow> = Vec::new();
     let has_valgrind =
-        !args.no_instructions && Command::new("valgrind").arg("--version").output().is_ok();
-    if !args.no_instructions {
+        !no_instructions && Command::new("valgrind").arg("--version").output().is_ok();
+    if !no_instructions {
         if !has_valgrind {
             progress(
                 "valgrind is not installed (Debian package `valgrind`): no instruction counts",
@@ -642,7 +698,9 @@ fn main() {
     let mut md = String::new();
     md += "# keel-bench results\n\n";
 
-    if rows.is_empty() {
+    if rows.is_empty() && !http_wanted {
+        md += &format!("Run {stamp}; Redis scenarios only.\n\n");
+    } else if rows.is_empty() {
         md += &format!("Run {stamp}; instruction counts only (no wrk runs).\n\n");
     } else {
         md += &format!("Run {stamp}; {rounds} interleaved rounds of {} s per server and scenario (after a 1 s warm-up), {} wrk connections, 1 server worker pinned to CPU {server_cpus}, wrk (1 thread) pinned to CPU {wrk_cpus}.\n\n", duration.as_secs(), args.connections);
@@ -664,7 +722,9 @@ fn main() {
         cmd_version("nginx", &["-v"]),
     );
     md += "Peers: see bench/peers/README.md for versions and settings.\n\n";
-    md += "Every request is TechEmpower's: `Host`, the scenario's `Accept` and `Connection: keep-alive`, as its wrk scripts send them (wrk runs with `-H` for the last two; the checks and the instruction counts send the same bytes).\n\n";
+    if http_wanted {
+        md += "Every request is TechEmpower's: `Host`, the scenario's `Accept` and `Connection: keep-alive`, as its wrk scripts send them (wrk runs with `-H` for the last two; the checks and the instruction counts send the same bytes).\n\n";
+    }
     for sc in &scenarios {
         let these: Vec<&report::ScenarioRow> =
             rows.iter().filter(|r| r.scenario == sc.name).collect();
@@ -719,6 +779,17 @@ fn main() {
         md += &format!("CPU stolen: the median over the rounds of the time the hypervisor ran something else while the server's CPU or wrk's had work (the steal figure of /proc/stat): the share of the round stolen from the server's CPU plus the share stolen from wrk's, in percent. A stolen stretch stalls the requests in flight, and in the keep-alive scenarios wrk's latency correction turns each stall into many late samples, so a few disturbed rounds would decide p99. A run with more than {STEAL_LIMIT_PCT}% stolen is run again after the other servers' runs of that scenario in that round, up to {MAX_ATTEMPTS} attempts, and the attempt with the least stolen is kept; the cell says how many rounds were run again, and how many still had more than {STEAL_LIMIT_PCT}% stolen in the attempt kept. 0 also where the hypervisor does not report stolen time.\n\n");
         md += "syscalls/req: from one extra run per server and scenario, with perf counting the system calls of the server's processes over wrk's requests; in brackets, the epoll waits among them per request and the server's CPU time over that run's wall time. A server that makes one read and one write per request makes 2 + the waits, and each wait that finds nothing ready sleeps until the next request comes, so the waits per request fall only as the server gets busier: about 1 − busy. While wrk limits (⚠), a faster server is less busy and waits more often per request.\n\n";
         md += "keel CPU/req ÷ this: below 1.00, keel uses less CPU per request than that server. Peak PSS: all the server's processes together / the one process that serves (keel and nginx run a parent and one worker).\n\n";
+    }
+    if !redis_scenarios.is_empty() || redis_multiplexed {
+        md += &redis_markdown(
+            &redis_rows,
+            &redis_scenarios,
+            redis_multiplexed,
+            rounds,
+            redis_n,
+            &server_cpus,
+            &wrk_cpus,
+        );
     }
     if !instr.is_empty() {
         md += "## Instructions per request (callgrind, user space, zero-request baseline subtracted)\n\n| pattern | ";
@@ -775,6 +846,7 @@ fn main() {
         instructions_per_request: instr,
         parser_instructions_per_head: parser_instr,
         skipped,
+        redis: redis_rows,
     };
     let json = serde_json::to_string_pretty(&output).expect("serialize");
     std::fs::write(out_dir.join("results.json"), &json).expect("write json");
@@ -785,6 +857,222 @@ fn main() {
     println!("{md}");
     let _ = std::io::stdout().flush();
     progress(&format!("results in {}", out_dir.display()));
+}
+
+/// The settings of the Redis scenarios' rounds.
+struct RedisRun<'a> {
+    root: &'a Path,
+    scratch: &'a Path,
+    /// (scenario, pipelined).
+    scenarios: &'a [(&'a str, bool)],
+    rounds: usize,
+    /// SETs (and GETs) per one-at-a-time run; pipelined runs send ten times as many.
+    n: u64,
+    build: bool,
+    server_cpus: &'a str,
+    client_cpus: &'a str,
+}
+
+impl RedisRun<'_> {
+    /// SETs (and GETs) per run of `pipelined` or not: a multiple of the depth.
+    fn requests(&self, pipelined: bool) -> u64 {
+        let depth = keel_bench::redis::DEPTH as u64;
+        if pipelined {
+            (self.n * 10 / depth).max(1) * depth
+        } else {
+            self.n
+        }
+    }
+}
+
+/// Per-run limit: a client still running then is killed and the run fails.
+const REDIS_RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Builds the Redis clients, starts one `redis-server` pinned to the server CPU, runs a
+/// warm-up round (a tenth of the requests; a client whose warm-up fails, a wrong reply
+/// included, is skipped with the reason) and then `rounds` interleaved rounds: in each,
+/// every scenario, every client in turn on the same server. Stops the server by PID.
+fn redis_rounds(run: &RedisRun, skipped: &mut Vec<(String, String)>) -> Vec<report::RedisRow> {
+    use keel_bench::redis::{self as kr, RedisServer};
+    let mut clients: Vec<&str> = Vec::new();
+    for c in kr::CLIENTS {
+        if run.build {
+            progress(&format!("building Redis client {c}"));
+        }
+        match if run.build {
+            kr::build(c, run.root)
+        } else {
+            Ok(())
+        } {
+            Ok(()) => clients.push(c),
+            Err(e) => {
+                progress(&format!("skipping Redis client {c}: {e}"));
+                skipped.push((format!("redis {c}"), e));
+            }
+        }
+    }
+    let mut server = match RedisServer::start(run.scratch, run.server_cpus) {
+        Ok(s) => s,
+        Err(e) => {
+            progress(&format!("no Redis scenarios: {e}"));
+            skipped.push(("redis-server".into(), e));
+            return Vec::new();
+        }
+    };
+    progress(&format!("redis-server on {}", server.addr));
+    let mut measured: BTreeMap<(&str, &str), Vec<report::RedisRound>> = BTreeMap::new();
+    let total = run.rounds * run.scenarios.len() * clients.len();
+    let mut done = 0;
+    for round in 0..=run.rounds {
+        for &(sc, pipelined) in run.scenarios {
+            let n = if round == 0 {
+                let depth = kr::DEPTH as u64;
+                (run.requests(pipelined) / 10).div_ceil(depth) * depth
+            } else {
+                run.requests(pipelined)
+            };
+            let mut failed: Vec<&str> = Vec::new();
+            for &c in &clients {
+                let server_pids = server.pids();
+                let server_cpu0 = procfs::cpu_ns(&server_pids);
+                let r = kr::run_client(&kr::Run {
+                    client: c,
+                    root: run.root,
+                    addr: server.addr,
+                    pipelined,
+                    n,
+                    cpus: run.client_cpus,
+                    timeout: REDIS_RUN_TIMEOUT,
+                    scratch: run.scratch,
+                });
+                let server_cpu_ns = procfs::cpu_ns(&server_pids).saturating_sub(server_cpu0);
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) if round == 0 => {
+                        progress(&format!(
+                            "skipping Redis client {c}: warm-up run failed: {e}"
+                        ));
+                        skipped.push((format!("redis {c}"), format!("warm-up run failed: {e}")));
+                        failed.push(c);
+                        continue;
+                    }
+                    Err(e) => {
+                        done += 1;
+                        progress(&format!(
+                            "[{done}/{total}] round {round} {sc} {c}: FAILED {e}"
+                        ));
+                        continue;
+                    }
+                };
+                if round == 0 {
+                    progress(&format!("{sc} {c}: warm-up run checks out"));
+                    continue;
+                }
+                done += 1;
+                let ops = r.ops_per_s();
+                let phases_s = r.commands as f64 / ops;
+                let row = report::RedisRound {
+                    set_ops_per_s: r.set_ops_per_s,
+                    get_ops_per_s: r.get_ops_per_s,
+                    ops_per_s: ops,
+                    cpu_us_per_cmd: r.cpu_us_per_cmd(),
+                    server_cpu_us_per_cmd: server_cpu_ns as f64 / 1e3 / r.commands as f64,
+                    server_busy_pct: server_cpu_ns as f64 / 1e9 / phases_s * 100.0,
+                };
+                progress(&format!(
+                    "[{done}/{total}] round {round} {sc} {c}: {:.0} SET/s, {:.0} GET/s, client {:.3} µs CPU/cmd, redis-server {:.3} µs CPU/cmd ({:.0}% busy)",
+                    row.set_ops_per_s, row.get_ops_per_s, row.cpu_us_per_cmd, row.server_cpu_us_per_cmd, row.server_busy_pct
+                ));
+                measured.entry((sc, c)).or_default().push(row);
+            }
+            clients.retain(|c| !failed.contains(c));
+        }
+    }
+    server.stop();
+    progress("redis-server stopped");
+    let mut rows = Vec::new();
+    for &(sc, _) in run.scenarios {
+        for c in kr::CLIENTS {
+            if let Some(rounds) = measured.get(&(sc, c)) {
+                rows.push(report::redis_row(sc, c, rounds));
+            }
+        }
+    }
+    rows
+}
+
+/// The report's Redis section: one table per scenario, the goals, and the
+/// multiplexed workload's note.
+fn redis_markdown(
+    rows: &[report::RedisRow],
+    scenarios: &[(&str, bool)],
+    multiplexed: bool,
+    rounds: usize,
+    n: u64,
+    server_cpus: &str,
+    client_cpus: &str,
+) -> String {
+    let mut md = String::new();
+    md += &format!("## Redis\n\nredis-server {} (its defaults, `--save \"\"`, `--appendonly no`), started by keel-bench on a random loopback port, pinned to CPU {server_cpus}; every client runs as its own process pinned to CPU {client_cpus}, one connection, RESP2. A run sends N `SET key:__rand_int__ xxx` then N `GET key:__rand_int__` (`redis-benchmark -t set,get` with its default key and 3-byte value): N = {n} one at a time, {} pipelined 16 deep; a warm-up round of a tenth as many (which checks every reply of the two drivers), then {rounds} interleaved rounds, every client in turn on the same server in each.\n\n", cmd_version("redis-server", &["--version"]), n * 10 / 16 * 16);
+    for &(sc, pipelined) in scenarios {
+        let these: Vec<&report::RedisRow> = rows.iter().filter(|r| r.scenario == sc).collect();
+        md += &format!("### {sc}\n\n");
+        if these.is_empty() {
+            md += "No client measured (see Skipped).\n\n";
+            continue;
+        }
+        let keel = these.iter().find(|r| r.client == "keel");
+        md += "| client | SET ops/s | GET ops/s | ops/s median (min–max) | client CPU µs/cmd median (min–max) | redis-server CPU µs/cmd (busy %) | keel ops/s ÷ this | keel client CPU/cmd ÷ this |\n|---|---|---|---|---|---|---|---|\n";
+        for r in &these {
+            let (ops_ratio, cpu_ratio) = keel.map_or(("–".into(), "–".into()), |k| {
+                (
+                    format!("{:.2}", k.ops_per_s / r.ops_per_s),
+                    format!("{:.2}", k.cpu_us_per_cmd / r.cpu_us_per_cmd),
+                )
+            });
+            md += &format!(
+                "| {} | {:.0} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.3} ({:.3}–{:.3}) | {:.3} ({:.0}%) | {ops_ratio} | {cpu_ratio} |\n",
+                r.client,
+                r.set_ops_per_s,
+                r.get_ops_per_s,
+                r.ops_per_s,
+                r.ops_min,
+                r.ops_max,
+                r.cpu_us_per_cmd,
+                r.cpu_min,
+                r.cpu_max,
+                r.server_cpu_us_per_cmd,
+                r.server_busy_pct,
+            );
+        }
+        md += "\n";
+        let find = |c: &str| these.iter().find(|r| r.client == c);
+        if let Some(k) = keel {
+            if pipelined {
+                md += &match find("redis-benchmark") {
+                    Some(b) => {
+                        let ratio = k.ops_per_s / b.ops_per_s;
+                        format!("Goal, pipelined throughput within 5% of `redis-benchmark -P 16`: keel ÷ redis-benchmark = {ratio:.3} (SET {:.3}, GET {:.3}): **{}**.\n\n", k.set_ops_per_s / b.set_ops_per_s, k.get_ops_per_s / b.get_ops_per_s, if ratio >= 0.95 { "met" } else { "not met" })
+                    }
+                    None => "Goal, pipelined throughput within 5% of `redis-benchmark -P 16`: not judged (redis-benchmark not measured).\n\n".into(),
+                };
+            }
+            md += &match find("redis-rs") {
+                Some(r) => {
+                    let ratio = k.cpu_us_per_cmd / r.cpu_us_per_cmd;
+                    format!("Goal, client CPU per command at most half of redis-rs's: keel ÷ redis-rs = {ratio:.2}: **{}**.\n\n", if ratio <= 0.5 { "met" } else { "not met" })
+                }
+                None => "Goal, client CPU per command at most half of redis-rs's: not judged (redis-rs not measured).\n\n".into(),
+            };
+        }
+    }
+    if !rows.is_empty() {
+        md += "ops/s: the drivers time their SET phase and their GET phase (connecting excluded), redis-benchmark prints its own figures (`--csv`); the middle column is all commands over the time of both phases. Client CPU: user + system time of the whole client process (start-up and connecting included, alike for the three) from `/proc/PID/schedstat`, read once it has exited and before it is collected, over the commands it sent. redis-server CPU: its process's CPU time over the same run, and in brackets that time over the time of both phases: near 100%, the server is the bottleneck and ops/s no longer ranks the clients, client CPU per command does. Medians of the rounds; ratios are of medians (below 1.00, keel spends less CPU or makes fewer operations per second).\n\n";
+    }
+    if multiplexed {
+        md += &format!("### redis-multiplexed\n\n1,000 callers multiplexed on one connection: {MULTIPLEXED_NOT_MEASURED}\n\n");
+    }
+    md
 }
 
 /// A latency in µs, or "–" when wrk could not tell.
