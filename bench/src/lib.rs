@@ -11,7 +11,9 @@
 //! The modules are the harness's parts: [`servers`] (build, start, stop), [`client`]
 //! (response checks and an exact-count request driver), [`wrk`] (load runs), [`probe`]
 //! (the latency of pipelined batches, which wrk cannot report),
-//! [`procfs`] (CPU and memory of the server processes) and [`report`] (summaries).
+//! [`procfs`] (CPU and memory of the server processes), [`report`] (summaries) and
+//! [`redis`] (the Redis scenarios: keel's `redis::Client` against redis-rs and
+//! `redis-benchmark` on a `redis-server` of its own).
 #![warn(missing_docs)]
 
 pub mod client;
