@@ -179,6 +179,10 @@ pub struct RedisRound {
     pub server_cpu_us_per_cmd: f64,
     /// `redis-server` CPU time over the time of both phases, percent of one CPU.
     pub server_busy_pct: f64,
+    /// Time the hypervisor stole from the server's CPU plus that from the client's
+    /// over the run (see [`crate::procfs::steal_ticks`]), percent of the run (`null`
+    /// where `/proc/stat` could not be read).
+    pub steal_pct: f64,
 }
 
 /// One row of the JSON output's `redis`: a client in a Redis scenario, medians of
@@ -209,6 +213,8 @@ pub struct RedisRow {
     pub server_cpu_us_per_cmd: f64,
     /// Median `redis-server` busy share, percent of one CPU.
     pub server_busy_pct: f64,
+    /// Median share of the run stolen by the hypervisor (server's CPU + client's), %.
+    pub steal_pct: f64,
     /// Every measured round, in order.
     pub rounds: Vec<RedisRound>,
 }
@@ -233,6 +239,7 @@ pub fn redis_row(scenario: &str, client: &str, rounds: &[RedisRound]) -> RedisRo
         cpu_max,
         server_cpu_us_per_cmd: median(&each(|r| r.server_cpu_us_per_cmd)),
         server_busy_pct: median(&each(|r| r.server_busy_pct)),
+        steal_pct: median(&each(|r| r.steal_pct)),
         rounds: rounds.to_vec(),
     }
 }

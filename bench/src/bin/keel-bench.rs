@@ -934,6 +934,11 @@ fn redis_rounds(run: &RedisRun, skipped: &mut Vec<(String, String)>) -> Vec<repo
             let mut failed: Vec<&str> = Vec::new();
             for &c in &clients {
                 let server_pids = server.pids();
+                let steal0 = (
+                    procfs::steal_ticks(run.server_cpus),
+                    procfs::steal_ticks(run.client_cpus),
+                );
+                let started = Instant::now();
                 let server_cpu0 = procfs::cpu_ns(&server_pids);
                 let r = kr::run_client(&kr::Run {
                     client: c,
@@ -946,6 +951,14 @@ fn redis_rounds(run: &RedisRun, skipped: &mut Vec<(String, String)>) -> Vec<repo
                     scratch: run.scratch,
                 });
                 let server_cpu_ns = procfs::cpu_ns(&server_pids).saturating_sub(server_cpu0);
+                let ticks = started.elapsed().as_secs_f64() * procfs::ticks_per_second() as f64;
+                let stolen =
+                    |before: Option<u64>, cpus: &str| match (before, procfs::steal_ticks(cpus)) {
+                        (Some(a), Some(b)) => 100.0 * b.saturating_sub(a) as f64 / ticks,
+                        _ => f64::NAN,
+                    };
+                let steal_pct =
+                    stolen(steal0.0, run.server_cpus) + stolen(steal0.1, run.client_cpus);
                 let r = match r {
                     Ok(r) => r,
                     Err(e) if round == 0 => {
@@ -978,10 +991,11 @@ fn redis_rounds(run: &RedisRun, skipped: &mut Vec<(String, String)>) -> Vec<repo
                     cpu_us_per_cmd: r.cpu_us_per_cmd(),
                     server_cpu_us_per_cmd: server_cpu_ns as f64 / 1e3 / r.commands as f64,
                     server_busy_pct: server_cpu_ns as f64 / 1e9 / phases_s * 100.0,
+                    steal_pct,
                 };
                 progress(&format!(
-                    "[{done}/{total}] round {round} {sc} {c}: {:.0} SET/s, {:.0} GET/s, client {:.3} µs CPU/cmd, redis-server {:.3} µs CPU/cmd ({:.0}% busy)",
-                    row.set_ops_per_s, row.get_ops_per_s, row.cpu_us_per_cmd, row.server_cpu_us_per_cmd, row.server_busy_pct
+                    "[{done}/{total}] round {round} {sc} {c}: {:.0} SET/s, {:.0} GET/s, client {:.3} µs CPU/cmd, redis-server {:.3} µs CPU/cmd ({:.0}% busy), {:.1}% of the run stolen",
+                    row.set_ops_per_s, row.get_ops_per_s, row.cpu_us_per_cmd, row.server_cpu_us_per_cmd, row.server_busy_pct, row.steal_pct
                 ));
                 measured.entry((sc, c)).or_default().push(row);
             }
@@ -1022,7 +1036,7 @@ fn redis_markdown(
             continue;
         }
         let keel = these.iter().find(|r| r.client == "keel");
-        md += "| client | SET ops/s | GET ops/s | ops/s median (min–max) | client CPU µs/cmd median (min–max) | redis-server CPU µs/cmd (busy %) | keel ops/s ÷ this | keel client CPU/cmd ÷ this |\n|---|---|---|---|---|---|---|---|\n";
+        md += "| client | SET ops/s | GET ops/s | ops/s median (min–max) | client CPU µs/cmd median (min–max) | redis-server CPU µs/cmd (busy %) | CPU stolen % | keel ops/s ÷ this | keel client CPU/cmd ÷ this |\n|---|---|---|---|---|---|---|---|---|\n";
         for r in &these {
             let (ops_ratio, cpu_ratio) = keel.map_or(("–".into(), "–".into()), |k| {
                 (
@@ -1031,7 +1045,7 @@ fn redis_markdown(
                 )
             });
             md += &format!(
-                "| {} | {:.0} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.3} ({:.3}–{:.3}) | {:.3} ({:.0}%) | {ops_ratio} | {cpu_ratio} |\n",
+                "| {} | {:.0} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.3} ({:.3}–{:.3}) | {:.3} ({:.0}%) | {} | {ops_ratio} | {cpu_ratio} |\n",
                 r.client,
                 r.set_ops_per_s,
                 r.get_ops_per_s,
@@ -1043,6 +1057,11 @@ fn redis_markdown(
                 r.cpu_max,
                 r.server_cpu_us_per_cmd,
                 r.server_busy_pct,
+                if r.steal_pct.is_finite() {
+                    format!("{:.1}", r.steal_pct)
+                } else {
+                    "–".into()
+                },
             );
         }
         md += "\n";
@@ -1067,7 +1086,7 @@ fn redis_markdown(
         }
     }
     if !rows.is_empty() {
-        md += "ops/s: the drivers time their SET phase and their GET phase (connecting excluded), redis-benchmark prints its own figures (`--csv`); the middle column is all commands over the time of both phases. Client CPU: user + system time of the whole client process (start-up and connecting included, alike for the three) from `/proc/PID/schedstat`, read once it has exited and before it is collected, over the commands it sent. redis-server CPU: its process's CPU time over the same run, and in brackets that time over the time of both phases: near 100%, the server is the bottleneck and ops/s no longer ranks the clients, client CPU per command does. Medians of the rounds; ratios are of medians (below 1.00, keel spends less CPU or makes fewer operations per second).\n\n";
+        md += "ops/s: the drivers time their SET phase and their GET phase (connecting excluded), redis-benchmark prints its own figures (`--csv`); the middle column is all commands over the time of both phases. Client CPU: user + system time of the whole client process (start-up and connecting included, alike for the three) from `/proc/PID/schedstat`, read once it has exited and before it is collected, over the commands it sent. redis-server CPU: its process's CPU time over the same run, and in brackets that time over the time of both phases: near 100%, the server is the bottleneck and ops/s no longer ranks the clients, client CPU per command does. CPU stolen: the median share of the run the hypervisor ran something else while the server's CPU or the client's had work (the steal figure of /proc/stat, the two summed; runs are not repeated for it here, unlike the HTTP scenarios). Medians of the rounds; ratios are of medians (below 1.00, keel spends less CPU or makes fewer operations per second).\n\n";
     }
     if multiplexed {
         md += &format!("### redis-multiplexed\n\n1,000 callers multiplexed on one connection: {MULTIPLEXED_NOT_MEASURED}\n\n");
