@@ -252,6 +252,10 @@ pub struct Run<'a> {
     pub timeout: Duration,
     /// Where its standard error goes (`CLIENT.stderr`).
     pub scratch: &'a Path,
+    /// Count the client's system calls with `perf stat -e raw_syscalls:sys_enter`,
+    /// written to this file (read it with [`syscalls_in`]). The CPU time of such a
+    /// run is perf's, not the client's: do not use it.
+    pub perf_out: Option<&'a Path>,
 }
 
 /// Runs a client against the server: `n` SETs then `n` GETs, one at a time or
@@ -274,10 +278,24 @@ pub fn run_client(run: &Run<'_>) -> Result<ClientRun, String> {
         cpus,
         timeout,
         scratch,
+        perf_out,
     } = *run;
     let t = |p: &str| root.join(p).to_string_lossy().into_owned();
     let mode = if pipelined { "pipelined" } else { "single" };
-    let mut argv: Vec<String> = vec!["taskset".into(), "-c".into(), cpus.into()];
+    let mut argv: Vec<String> = match perf_out {
+        Some(out) => vec![
+            "perf".into(),
+            "stat".into(),
+            "-x,".into(),
+            "-e".into(),
+            SYSCALLS_EVENT.into(),
+            "-o".into(),
+            out.to_string_lossy().into_owned(),
+            "--".into(),
+        ],
+        None => Vec::new(),
+    };
+    argv.extend(["taskset".into(), "-c".into(), cpus.into()]);
     match client {
         "keel" => argv.extend([t("target/release/redis-load"), addr.to_string()]),
         "redis-rs" => argv.extend([t("target/peers/release/peer-redis-rs"), addr.to_string()]),
@@ -383,6 +401,19 @@ fn wait_exited(pid: i32, deadline: Instant) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// perf's tracepoint for every system call entry.
+pub const SYSCALLS_EVENT: &str = "raw_syscalls:sys_enter";
+
+/// The system calls counted in a `perf stat -x,` output file of a [`Run`] with
+/// `perf_out` (the client's whole life, `taskset`'s exec included).
+pub fn syscalls_in(path: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    crate::report::perf_counts(&text)
+        .into_iter()
+        .find(|(e, _)| e == SYSCALLS_EVENT)
+        .map(|(_, c)| c)
 }
 
 /// The `set_ns=<ns> get_ns=<ns> commands=<n>` line of the drivers.

@@ -215,6 +215,9 @@ pub struct RedisRow {
     pub server_busy_pct: f64,
     /// Median share of the run stolen by the hypervisor (server's CPU + client's), %.
     pub steal_pct: f64,
+    /// The client's system calls per command, from one more run under `perf stat`
+    /// (`null` without perf).
+    pub syscalls_per_cmd: Option<f64>,
     /// Every measured round, in order.
     pub rounds: Vec<RedisRound>,
 }
@@ -240,6 +243,7 @@ pub fn redis_row(scenario: &str, client: &str, rounds: &[RedisRound]) -> RedisRo
         server_cpu_us_per_cmd: median(&each(|r| r.server_cpu_us_per_cmd)),
         server_busy_pct: median(&each(|r| r.server_busy_pct)),
         steal_pct: median(&each(|r| r.steal_pct)),
+        syscalls_per_cmd: None,
         rounds: rounds.to_vec(),
     }
 }

@@ -949,6 +949,7 @@ fn redis_rounds(run: &RedisRun, skipped: &mut Vec<(String, String)>) -> Vec<repo
                     cpus: run.client_cpus,
                     timeout: REDIS_RUN_TIMEOUT,
                     scratch: run.scratch,
+                    perf_out: None,
                 });
                 let server_cpu_ns = procfs::cpu_ns(&server_pids).saturating_sub(server_cpu0);
                 let ticks = started.elapsed().as_secs_f64() * procfs::ticks_per_second() as f64;
@@ -1002,13 +1003,50 @@ fn redis_rounds(run: &RedisRun, skipped: &mut Vec<(String, String)>) -> Vec<repo
             clients.retain(|c| !failed.contains(c));
         }
     }
+    // System calls per command: one more run of each client under perf. A count
+    // does not move with the machine's noise as times do.
+    let perf_ok = Command::new("perf")
+        .args(["stat", "-e", kr::SYSCALLS_EVENT, "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !perf_ok {
+        progress("perf's raw_syscalls tracepoint is not available: no Redis syscall counts");
+    }
+    let mut syscalls: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+    for &(sc, pipelined) in run.scenarios.iter().filter(|_| perf_ok) {
+        for &c in &clients {
+            let out = run.scratch.join(format!("perf-{sc}-{c}.txt"));
+            let r = kr::run_client(&kr::Run {
+                client: c,
+                root: run.root,
+                addr: server.addr,
+                pipelined,
+                n: run.requests(pipelined),
+                cpus: run.client_cpus,
+                timeout: REDIS_RUN_TIMEOUT,
+                scratch: run.scratch,
+                perf_out: Some(&out),
+            });
+            match (r, kr::syscalls_in(&out)) {
+                (Ok(r), Some(count)) => {
+                    let per = count / r.commands as f64;
+                    progress(&format!("{sc} {c}: {per:.2} system calls per command"));
+                    syscalls.insert((sc, c), per);
+                }
+                (Err(e), _) => progress(&format!("{sc} {c}: perf run FAILED {e}")),
+                (Ok(_), None) => progress(&format!("{sc} {c}: no count in perf's output")),
+            }
+        }
+    }
     server.stop();
     progress("redis-server stopped");
     let mut rows = Vec::new();
     for &(sc, _) in run.scenarios {
         for c in kr::CLIENTS {
             if let Some(rounds) = measured.get(&(sc, c)) {
-                rows.push(report::redis_row(sc, c, rounds));
+                let mut row = report::redis_row(sc, c, rounds);
+                row.syscalls_per_cmd = syscalls.get(&(sc, c)).copied();
+                rows.push(row);
             }
         }
     }
@@ -1036,7 +1074,7 @@ fn redis_markdown(
             continue;
         }
         let keel = these.iter().find(|r| r.client == "keel");
-        md += "| client | SET ops/s | GET ops/s | ops/s median (min–max) | client CPU µs/cmd median (min–max) | redis-server CPU µs/cmd (busy %) | CPU stolen % | keel ops/s ÷ this | keel client CPU/cmd ÷ this |\n|---|---|---|---|---|---|---|---|---|\n";
+        md += "| client | SET ops/s | GET ops/s | ops/s median (min–max) | client CPU µs/cmd median (min–max) | client syscalls/cmd | redis-server CPU µs/cmd (busy %) | CPU stolen % | keel ops/s ÷ this | keel client CPU/cmd ÷ this |\n|---|---|---|---|---|---|---|---|---|---|\n";
         for r in &these {
             let (ops_ratio, cpu_ratio) = keel.map_or(("–".into(), "–".into()), |k| {
                 (
@@ -1045,7 +1083,7 @@ fn redis_markdown(
                 )
             });
             md += &format!(
-                "| {} | {:.0} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.3} ({:.3}–{:.3}) | {:.3} ({:.0}%) | {} | {ops_ratio} | {cpu_ratio} |\n",
+                "| {} | {:.0} | {:.0} | {:.0} ({:.0}–{:.0}) | {:.3} ({:.3}–{:.3}) | {} | {:.3} ({:.0}%) | {} | {ops_ratio} | {cpu_ratio} |\n",
                 r.client,
                 r.set_ops_per_s,
                 r.get_ops_per_s,
@@ -1055,6 +1093,7 @@ fn redis_markdown(
                 r.cpu_us_per_cmd,
                 r.cpu_min,
                 r.cpu_max,
+                r.syscalls_per_cmd.map_or("–".into(), |v| format!("{v:.3}")),
                 r.server_cpu_us_per_cmd,
                 r.server_busy_pct,
                 if r.steal_pct.is_finite() {
@@ -1086,7 +1125,7 @@ fn redis_markdown(
         }
     }
     if !rows.is_empty() {
-        md += "ops/s: the drivers time their SET phase and their GET phase (connecting excluded), redis-benchmark prints its own figures (`--csv`); the middle column is all commands over the time of both phases. Client CPU: user + system time of the whole client process (start-up and connecting included, alike for the three) from `/proc/PID/schedstat`, read once it has exited and before it is collected, over the commands it sent. redis-server CPU: its process's CPU time over the same run, and in brackets that time over the time of both phases: near 100%, the server is the bottleneck and ops/s no longer ranks the clients, client CPU per command does. CPU stolen: the median share of the run the hypervisor ran something else while the server's CPU or the client's had work (the steal figure of /proc/stat, the two summed; runs are not repeated for it here, unlike the HTTP scenarios). Medians of the rounds; ratios are of medians (below 1.00, keel spends less CPU or makes fewer operations per second).\n\n";
+        md += "ops/s: the drivers time their SET phase and their GET phase (connecting excluded), redis-benchmark prints its own figures (`--csv`); the middle column is all commands over the time of both phases. Client CPU: user + system time of the whole client process (start-up and connecting included, alike for the three) from `/proc/PID/schedstat`, read once it has exited and before it is collected, over the commands it sent. redis-server CPU: its process's CPU time over the same run, and in brackets that time over the time of both phases: near 100%, the server is the bottleneck and ops/s no longer ranks the clients, client CPU per command does. Client syscalls/cmd: from one more run of each client (same N) under `perf stat -e raw_syscalls:sys_enter`, start-up included; a count, so it does not move with the machine's noise. CPU stolen: the median share of the run the hypervisor ran something else while the server's CPU or the client's had work (the steal figure of /proc/stat, the two summed; runs are not repeated for it here, unlike the HTTP scenarios). Medians of the rounds; ratios are of medians (below 1.00, keel spends less CPU or makes fewer operations per second).\n\n";
     }
     if multiplexed {
         md += &format!("### redis-multiplexed\n\n1,000 callers multiplexed on one connection: {MULTIPLEXED_NOT_MEASURED}\n\n");
