@@ -709,17 +709,34 @@ fn main() {
         "Command: `{}`\n\n",
         std::env::args().collect::<Vec<_>>().join(" ")
     );
+    let tools = if http_wanted {
+        format!(
+            "{}; {}; {}",
+            cmd_version("wrk", &["-v"]),
+            cmd_version("valgrind", &["--version"]),
+            cmd_version("nginx", &["-v"]),
+        )
+    } else {
+        String::new()
+    };
+    let redis_tools = if redis_scenarios.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "{}{}; perf {}",
+            if tools.is_empty() { "" } else { "; " },
+            cmd_version("redis-benchmark", &["--version"]),
+            cmd_version("perf", &["--version"]),
+        )
+    };
     md += &format!(
-        "Machine: {} CPUs, {}; kernel {}. Tools: {}; {}; {}.\n\n",
+        "Machine: {} CPUs, {}; kernel {}. Tools: {tools}{redis_tools}.\n\n",
         cpus,
         cmd_version(
             "sh",
             &["-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]
         ),
         cmd_version("uname", &["-r"]),
-        cmd_version("wrk", &["-v"]),
-        cmd_version("valgrind", &["--version"]),
-        cmd_version("nginx", &["-v"]),
     );
     md += "Peers: see bench/peers/README.md for versions and settings.\n\n";
     if http_wanted {
