@@ -327,10 +327,8 @@ pub enum ServerEvent {
     /// [`send_response`](ServerConnection::send_response) if not done yet;
     /// the next request is parsed once the response is complete.
     End,
-    /// All useful input was used (`consumed` bytes: 0 while a head is
-    /// incomplete, whose bytes the caller keeps; all of them when they are
-    /// only empty lines before a request-line, which are ignored,
-    /// [RFC 9112 §2.2](https://www.rfc-editor.org/rfc/rfc9112#section-2.2)). Next: read more bytes,
+    /// All useful input was used (`consumed` bytes; 0 while a head is
+    /// incomplete, whose bytes the caller keeps). Next: read more bytes,
     /// append them to what was not consumed, and feed again; on end of
     /// stream call [`handle_eof`](ServerConnection::handle_eof).
     NeedMore,
@@ -886,15 +884,12 @@ impl ServerConnection {
                             event: ServerEvent::Closed,
                         });
                     }
-                    if begun {
-                        self.head_scanned = u32::try_from(input.len()).unwrap_or(u32::MAX);
-                        (0, ServerEvent::NeedMore)
+                    self.head_scanned = if begun {
+                        u32::try_from(input.len()).unwrap_or(u32::MAX)
                     } else {
-                        // Used up: the driver keeps no bytes for them, and a connection
-                        // with only empty lines buffered is idle.
-                        self.head_scanned = 0;
-                        (input.len(), ServerEvent::NeedMore)
-                    }
+                        0
+                    };
+                    (0, ServerEvent::NeedMore)
                 }
                 Status::Complete(head_len) => {
                     self.head_scanned = 0;

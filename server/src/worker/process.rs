@@ -164,21 +164,9 @@ impl<'t, H: Handler> Worker<'t, H> {
                         consumed
                     }
                     Ok(ServerInput {
-                        consumed: 0,
                         event: ServerEvent::NeedMore,
+                        ..
                     }) => return Next::Read,
-                    Ok(ServerInput {
-                        consumed,
-                        event: ServerEvent::NeedMore,
-                    }) => {
-                        // Empty lines before a request-line, ignored: without them
-                        // the connection may be idle.
-                        c.start += consumed;
-                        if c.start == c.input.len() {
-                            return all_input_answered(c);
-                        }
-                        return Next::Read;
-                    }
                     Ok(_) => {
                         // Closed (the last response did not let the connection
                         // persist): nothing more is read. Paused and Upgraded cannot
