@@ -218,7 +218,18 @@ impl Conn {
 
     /// Whether everything read is answered and everything answered is sent.
     pub(super) fn is_idle(&self) -> bool {
-        self.start == self.input.len() && self.unsent() == 0 && self.source.is_none()
+        self.nothing_buffered() && self.unsent() == 0 && self.source.is_none()
+    }
+
+    /// Whether the input holds no request: nothing, or only empty lines before a
+    /// request-line, which begin none (RFC 9112 §2.2; some clients send a CRLF after
+    /// a POST body).
+    pub(super) fn nothing_buffered(&self) -> bool {
+        self.start == self.input.len()
+            || (!self.http.is_receiving()
+                && self.input[self.start..]
+                    .iter()
+                    .all(|&b| b == b'\r' || b == b'\n'))
     }
 
     /// Whether the kernel holds bytes from the client not yet read (or its end of

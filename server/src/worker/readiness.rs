@@ -326,7 +326,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             // readable, and that request is answered (with `Connection: close`) first.
             if c.is_closing()
                 || (self.shutdown_deadline.is_some()
-                    && c.start == c.input.len()
+                    && c.nothing_buffered()
                     && (c.state == IoState::PeerDone
                         || (self.idle_grace.is_some_and(|g| g.end(self.now) <= self.now)
                             && !c.has_unread_input())))
