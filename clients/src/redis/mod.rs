@@ -30,6 +30,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(test)]
+mod attack_tests;
 mod client;
 pub mod cluster;
 pub mod conn;
