@@ -213,7 +213,7 @@ fn cluster_empty_command_with_replica_reads_does_not_panic() {
 fn trickled_long_line_is_not_quadratic() {
     let len = 64 << 10;
     let mut wire = vec![b'+'];
-    wire.extend(std::iter::repeat(b'a').take(len));
+    wire.extend(std::iter::repeat_n(b'a', len));
     wire.extend_from_slice(b"\r\n");
     let mut decoder = Decoder::new(Limits::default());
     let started = Instant::now();
