@@ -539,6 +539,9 @@ impl Client {
         &mut self,
         commands: &[C],
     ) -> Result<Option<Vec<Value>>, Error> {
+        // Before MULTI: a command refused after it would leave the server inside the
+        // transaction, queuing the next caller's commands.
+        check_commands(commands)?;
         match self.reply(&["MULTI"]) {
             Ok(reply) => {
                 into_result(reply)?;
@@ -740,11 +743,9 @@ impl Client {
         commands: &[C],
         deadline: Instant,
     ) -> Result<Vec<Value>, Error> {
-        if commands.iter().any(|c| c.as_ref().is_empty()) {
-            return Err(redis(RedisError::InvalidInput {
-                what: "a command needs a name",
-            }));
-        }
+        // Every command is checked before any is sent: one refused part-way would
+        // leave the ones before it queued, to run with the next call.
+        check_commands(commands)?;
         self.reconnect_if_closed()?;
         if self.conn.in_flight() == 0 {
             // Nothing is due: bytes that arrived anyway answer no command, and would
@@ -1103,6 +1104,18 @@ fn deadline_after(timeout: Duration) -> Instant {
 }
 
 /// A deadline that never comes in practice (a century from now).
+/// Refuses `commands` when one of them would be refused by the connection
+/// ([`super::conn::command_problem`]), before any is sent.
+pub(super) fn check_commands<C: AsRef<[A]>, A: AsRef<[u8]>>(commands: &[C]) -> Result<(), Error> {
+    match commands
+        .iter()
+        .find_map(|c| super::conn::command_problem(c.as_ref()))
+    {
+        Some(what) => Err(redis(RedisError::InvalidInput { what })),
+        None => Ok(()),
+    }
+}
+
 fn far_future() -> Instant {
     let now = Instant::now();
     now.checked_add(Duration::from_secs(100 * 365 * 86_400))

@@ -644,6 +644,17 @@ impl Connection {
     }
 }
 
+/// Why [`Connection::send`] would refuse the command `args` (its name and arguments),
+/// if it would: an empty command, or one that breaks the one-reply-per-command rule.
+/// A driver checks every command of a pipeline or transaction with it before it sends
+/// any, so that none of them runs when one is refused.
+pub(crate) fn command_problem<A: AsRef<[u8]>>(args: &[A]) -> Option<&'static str> {
+    if args.is_empty() {
+        return Some("a command needs a name");
+    }
+    breaks_reply_counting(args)
+}
+
 /// Why a command cannot go through the FIFO, if it cannot.
 fn breaks_reply_counting<A: AsRef<[u8]>>(args: &[A]) -> Option<&'static str> {
     let word = |i: usize| args.get(i).map(|a| a.as_ref().to_ascii_uppercase());
