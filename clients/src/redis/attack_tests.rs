@@ -443,7 +443,6 @@ fn cluster_follows_a_redirect_made_by_a_script_to_any_host() {
 /// too, for as long as the server blocks (here forever: BLPOP ... 0). Nothing ever
 /// closes the connection to recover.
 #[test]
-#[ignore = "bug: a timed-out blocking command blocks every later call on the connection"]
 fn abandoned_blocking_command_blocks_every_later_call() {
     let server = start(&[]);
     let mut c = client(&server, Protocol::Resp2);
