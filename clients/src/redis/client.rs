@@ -475,7 +475,11 @@ impl Client {
 
     /// Runs one command as [`Client::cmd`] with its own response timeout (`None`:
     /// none), for blocking commands (`BLPOP`, `XREAD BLOCK`, `WAIT`) whose wait is
-    /// longer than [`Config::response_timeout`].
+    /// longer than [`Config::response_timeout`]. When the timeout passes for a
+    /// blocking command, the connection is closed (the next call opens a new one): the
+    /// server may hold it without end (`BLPOP q 0`), and every later command on the
+    /// connection would wait behind it. Another command's reply is dropped when it
+    /// comes, on the same connection.
     ///
     /// # Errors
     ///
@@ -486,7 +490,16 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<Value, Error> {
         let deadline = timeout.map_or_else(far_future, deadline_after);
-        let mut replies = self.exchange(&[args], deadline)?;
+        let mut replies = match self.exchange(&[args], deadline) {
+            Ok(replies) => replies,
+            Err(e) => {
+                if e.is_timeout() && is_blocking(args) {
+                    self.conn.handle_eof();
+                    self.stream.close();
+                }
+                return Err(e);
+            }
+        };
         into_result(replies.pop().unwrap_or(Value::Null))
     }
 
@@ -1104,6 +1117,22 @@ fn deadline_after(timeout: Duration) -> Instant {
 }
 
 /// A deadline that never comes in practice (a century from now).
+/// Whether `args` is a command the server may hold without end: the blocking list,
+/// sorted-set and stream reads (with `BLOCK`), `WAIT` and `WAITAOF`.
+fn is_blocking<A: AsRef<[u8]>>(args: &[A]) -> bool {
+    let Some(name) = args.first().map(|a| a.as_ref().to_ascii_uppercase()) else {
+        return false;
+    };
+    match name.as_slice() {
+        b"BLPOP" | b"BRPOP" | b"BRPOPLPUSH" | b"BLMOVE" | b"BLMPOP" | b"BZPOPMIN" | b"BZPOPMAX"
+        | b"BZMPOP" | b"WAIT" | b"WAITAOF" => true,
+        b"XREAD" | b"XREADGROUP" => args
+            .iter()
+            .any(|a| a.as_ref().eq_ignore_ascii_case(b"BLOCK")),
+        _ => false,
+    }
+}
+
 /// Refuses `commands` when one of them would be refused by the connection
 /// ([`super::conn::command_problem`]), before any is sent.
 pub(super) fn check_commands<C: AsRef<[A]>, A: AsRef<[u8]>>(commands: &[C]) -> Result<(), Error> {
