@@ -414,3 +414,26 @@ fn rediss_urls_use_tls() {
     assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
     assert!(run.stderr.contains("tls handshake"), "{}", run.stderr);
 }
+
+/// The JSON is the frames the server sent: RESP3 `SUBSCRIBE a` gets one push frame,
+/// `{"push": [...]}`, not an array the client made around it (the machine folds the
+/// confirmations of one subscription command into one value); RESP2 likewise one
+/// `*3` frame per channel.
+#[test]
+fn subscribe_prints_the_frames_the_server_sent() {
+    let server = RedisServer::start(None);
+    let url = format!("--url=redis://127.0.0.1:{}", server.port);
+    assert_eq!(
+        ok(&[&url, "--resp3", "SUBSCRIBE", "a"]).trim(),
+        r#"{"push":[{"bulk":"subscribe"},{"bulk":"a"},{"int":1}]}"#
+    );
+    assert_eq!(
+        ok(&[&url, "SUBSCRIBE", "a"]).trim(),
+        r#"{"array":[{"bulk":"subscribe"},{"bulk":"a"},{"int":1}]}"#
+    );
+    assert_eq!(
+        ok(&[&url, "--resp3", "SUBSCRIBE", "a", "b"]).trim(),
+        "{\"push\":[{\"bulk\":\"subscribe\"},{\"bulk\":\"a\"},{\"int\":1}]}\n\
+         {\"push\":[{\"bulk\":\"subscribe\"},{\"bulk\":\"b\"},{\"int\":2}]}"
+    );
+}
