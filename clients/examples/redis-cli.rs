@@ -18,8 +18,8 @@
 //! RESP3 attribute as `{"attribute": [[k, v], ...], "value": R}` around the reply R it
 //! describes. Push frames that arrive before the reply (RESP3 pushes, such as
 //! `DEBUG PROTOCOL push` sends) are printed first, one line each; the program ends
-//! after the reply, so `SUBSCRIBE` prints its confirmations and does not wait for
-//! messages. Simple strings, errors and verbatim text that are not UTF-8 are shown
+//! after the reply, so `SUBSCRIBE` prints its confirmations (one line per frame the
+//! server sent, one per channel) and does not wait for messages. Simple strings, errors and verbatim text that are not UTF-8 are shown
 //! with U+FFFD in place of the bad bytes.
 //!
 //! Exit status: 0 when a reply was printed, an error reply included (as `redis-cli`
@@ -137,6 +137,23 @@ fn to_json(value: &Value) -> serde_json::Value {
     }
 }
 
+/// Whether `command` is a subscription command, whose reply is one confirmation frame
+/// per channel (`SUBSCRIBE`, `PSUBSCRIBE`, `SSUBSCRIBE` and their `UN` forms).
+fn is_subscription(command: &[Vec<u8>]) -> bool {
+    command.first().is_some_and(|name| {
+        let name = name.to_ascii_uppercase();
+        matches!(
+            name.as_slice(),
+            b"SUBSCRIBE"
+                | b"PSUBSCRIBE"
+                | b"SSUBSCRIBE"
+                | b"UNSUBSCRIBE"
+                | b"PUNSUBSCRIBE"
+                | b"SUNSUBSCRIBE"
+        )
+    })
+}
+
 fn main() -> ExitCode {
     let args = match parse_args(std::env::args_os().skip(1)) {
         Ok(args) => args,
@@ -165,7 +182,16 @@ fn main() -> ExitCode {
             for push in &pushes {
                 println!("{}", to_json(push));
             }
-            println!("{}", to_json(&value));
+            match (&value, is_subscription(&args.command)) {
+                // The client folds the confirmations of a subscription command (one
+                // frame per channel) into one array: print the frames the server sent.
+                (Value::Array(frames), true) => {
+                    for frame in frames {
+                        println!("{}", to_json(frame));
+                    }
+                }
+                _ => println!("{}", to_json(&value)),
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
