@@ -11,10 +11,9 @@ mod util;
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use util::redis_server::{RedisServer, ALICE, ALICE_URL_PW};
-use util::{example_path, Run, STEP_TIMEOUT};
+use util::{run_example, Run};
 
 fn redis_cli(args: &[&str]) -> Run {
     redis_cli_with_env(args, &[])
@@ -22,46 +21,7 @@ fn redis_cli(args: &[&str]) -> Run {
 
 /// [`redis_cli`] with environment variables set for the example.
 fn redis_cli_with_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> Run {
-    let mut command = Command::new(example_path("redis-cli"));
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let mut child = command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the redis-cli example");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let err = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stderr.read_to_end(&mut bytes);
-        bytes
-    });
-    let deadline = Instant::now() + STEP_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for redis-cli") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("redis-cli {args:?} did not finish within {STEP_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Run {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
-    }
+    run_example("redis-cli", args, env, &[])
 }
 
 /// Runs the example and returns its stdout, checking it exited 0.

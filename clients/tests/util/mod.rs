@@ -293,16 +293,38 @@ pub struct Run {
 /// Runs the `get` example with `args`; kills it and fails the test after
 /// `STEP_TIMEOUT`.
 pub fn run_get(args: &[&str]) -> Run {
-    let mut child = Command::new(example_path("get"))
+    run_example(
+        "get",
+        args,
+        &[],
+        &["http_proxy", "https_proxy", "HTTPS_PROXY"],
+    )
+}
+
+/// Runs the example `name` with `args`, the environment variables `env` set and
+/// `remove` removed, stdin empty; collects its output. Fails the test if it runs
+/// longer than `STEP_TIMEOUT`.
+#[allow(dead_code)]
+pub fn run_example(
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &std::path::Path)],
+    remove: &[&str],
+) -> Run {
+    let mut command = Command::new(example_path(name));
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    for key in remove {
+        command.env_remove(key);
+    }
+    let mut child = command
         .args(args)
-        .env_remove("http_proxy")
-        .env_remove("https_proxy")
-        .env_remove("HTTPS_PROXY")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn the get example");
+        .unwrap_or_else(|e| panic!("spawn the {name} example: {e}"));
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
     let out = std::thread::spawn(move || {
@@ -317,13 +339,13 @@ pub fn run_get(args: &[&str]) -> Run {
     });
     let deadline = Instant::now() + STEP_TIMEOUT;
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for get") {
+        if let Some(status) = child.try_wait().expect("wait for the example") {
             break status;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("get {args:?} did not finish within {STEP_TIMEOUT:?}");
+            panic!("{name} {args:?} did not finish within {STEP_TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     };
