@@ -304,7 +304,6 @@ pub fn run_get(args: &[&str]) -> Run {
 /// Runs the example `name` with `args`, the environment variables `env` set and
 /// `remove` removed, stdin empty; collects its output. Fails the test if it runs
 /// longer than `STEP_TIMEOUT`.
-#[allow(dead_code)]
 pub fn run_example(
     name: &str,
     args: &[&str],
