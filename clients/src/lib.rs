@@ -40,6 +40,8 @@ pub mod pg;
 pub mod redis;
 #[cfg(feature = "transport")]
 pub mod transport;
+#[cfg(any(feature = "pg", feature = "redis"))]
+mod url_parts;
 
 #[cfg(feature = "transport")]
 pub use error::{Error, Phase};

@@ -5,46 +5,7 @@
 use super::client::Config;
 use crate::error::Error;
 use crate::transport::TrustAnchors;
-
-/// The URL for errors, its password replaced by `***`.
-fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let masked = if userinfo.contains(':') { ":***" } else { "" };
-            format!("{scheme}://{user}{masked}@{host}{tail}")
-        }
-        None => url.to_owned(),
-    }
-}
-
-/// Decodes `%XX` escapes (RFC 3986 §2.1) into UTF-8 text.
-fn percent_decode(s: &str) -> Result<String, &'static str> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or("truncated percent-escape")?;
-            let digit = |b: u8| char::from(b).to_digit(16);
-            match (digit(hex[0]), digit(hex[1])) {
-                // Two hex digits: at most 0xff.
-                (Some(h), Some(l)) => out.push((h * 16 + l) as u8),
-                _ => return Err("invalid percent-escape"),
-            }
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| "percent-escapes are not utf-8")
-}
+use crate::url_parts::{percent_decode, redacted};
 
 impl Config {
     /// Parses `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS
