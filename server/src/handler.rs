@@ -1,11 +1,13 @@
 //! What an application gives the server: a [`Handler`] that turns a [`Request`] into a
 //! [`Response`].
 
+use crate::deferred::{Completions, Deferred, EventLoop, Key, Readiness};
 use crate::router::Params;
 use crate::stream::BodyStream;
 use keel_http::syntax::{is_ows, is_token};
 use keel_http::{LengthField, ResponseBody, ResponseFraming, StatusCode, Version};
 use std::ops::Deref;
+use std::rc::Rc;
 
 /// A complete request as the handler sees it: the parsed head (every method of
 /// [`keel_http::Request`] is available through `Deref`) and the whole message body,
@@ -93,6 +95,14 @@ pub struct Response {
     source: Option<Source>,
     close: bool,
     invalid_field: bool,
+    /// The connection slot and its generation of the request being answered: set by
+    /// the worker before each call of the handler, for [`Response::defer`].
+    pub(crate) origin: (u32, u32),
+    /// The sequence number of the [`Deferred`] made for this request, if one was.
+    pub(crate) deferred: Option<u64>,
+    /// Where a [`Deferred`] of this worker's responses reports; `None` outside a worker
+    /// and in the responses given to [`Deferred::complete`].
+    pub(crate) completions: Option<Rc<Completions>>,
 }
 
 impl Default for Response {
@@ -114,6 +124,9 @@ impl Response {
             source: None,
             close: false,
             invalid_field: false,
+            origin: (0, 0),
+            deferred: None,
+            completions: None,
         }
     }
 
@@ -126,6 +139,44 @@ impl Response {
         self.clear_source();
         self.close = false;
         self.invalid_field = false;
+        self.deferred = None;
+    }
+
+    /// Promises the response for later, for a handler that must wait (on a database,
+    /// an upstream): the worker sends nothing for this request now, and whatever was set
+    /// on this `Response` is dropped. The returned [`Deferred`] makes the response when
+    /// [completed](Deferred::complete), from the worker's thread; until then the
+    /// connection reads no further request (its responses stay in order, RFC 9112
+    /// §9.3.2) and the worker serves its other connections. No timeout of the server
+    /// runs while a response is deferred: the handler owns that (answering `503` or
+    /// `504` itself); a client that closes its connection meanwhile is dropped at once,
+    /// and its handle then completes into nothing.
+    ///
+    /// Called twice for one request, the second call's handle is the one that answers;
+    /// the first one's does nothing. On a `Response` no worker serves (one made with
+    /// [`Response::new`], or the one [`Deferred::complete`] fills) the handle does
+    /// nothing.
+    pub fn defer(&mut self) -> Deferred {
+        let Some(completions) = &self.completions else {
+            return Deferred::new(
+                Key {
+                    slot: 0,
+                    generation: 0,
+                    seq: 0,
+                },
+                None,
+            );
+        };
+        let seq = completions.next_seq();
+        self.deferred = Some(seq);
+        Deferred::new(
+            Key {
+                slot: self.origin.0,
+                generation: self.origin.1,
+                seq,
+            },
+            Some(Rc::clone(completions)),
+        )
     }
 
     /// Drops a file or stream body, if any; the common case (none) costs a test.
@@ -886,6 +937,37 @@ pub trait Handler {
     fn body_sink(&mut self, req: &Request<'_>) -> Option<Box<dyn BodySink>> {
         let _ = req;
         None
+    }
+
+    /// Called once in each worker process, before it serves any connection: a handler
+    /// that owns descriptors (a database or upstream connection made in this process,
+    /// after the fork) adds them to the worker's epoll set here, or later, with
+    /// [`EventLoop::register`]. The default does nothing.
+    ///
+    /// # Errors
+    /// An error ends the worker before it serves (the parent restarts it, with
+    /// backoff when it keeps failing); it is printed to standard error.
+    fn start(&mut self, event_loop: &mut EventLoop<'_>) -> std::io::Result<()> {
+        let _ = event_loop;
+        Ok(())
+    }
+
+    /// A descriptor registered with `token` ([`EventLoop::register`]) is ready as
+    /// `readiness` says: read what came (until `EAGAIN`; epoll is level-triggered), and
+    /// [complete](crate::Deferred::complete) the responses it answers. Must not block.
+    /// The default does nothing.
+    fn on_ready(&mut self, token: u32, readiness: Readiness, event_loop: &mut EventLoop<'_>) {
+        let _ = (token, readiness, event_loop);
+    }
+
+    /// Called once per turn of the worker's loop, after every event of the turn (and so
+    /// after every [`Handler::handle`] and [`Handler::on_ready`] of the turn) and before
+    /// the worker waits again: the place to send, in one write, the queries the turn's
+    /// requests queued, to change what a descriptor is watched for, and to act on the
+    /// handler's own timers ([`EventLoop::wake_at`]). Must not block. The default does
+    /// nothing.
+    fn on_turn_end(&mut self, event_loop: &mut EventLoop<'_>) {
+        let _ = event_loop;
     }
 }
 

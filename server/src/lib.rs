@@ -26,7 +26,12 @@
 //! intermediary, to a tunnel; RFC 9110 §9.3.6).
 //!
 //! A handler must not block: one slow handler stalls every connection of its worker.
-//! Work that waits goes in a [`BodyStream`] that returns [`StreamPoll::Pending`] and is
+//! A handler that waits (on a database, an upstream) defers the response
+//! ([`Response::defer`]) and completes the [`Deferred`] later from the worker's loop,
+//! where its own sockets sit beside the connections ([`Handler::start`],
+//! [`EventLoop::register`], [`Handler::on_ready`], [`Handler::on_turn_end`]); the
+//! connection's later requests wait, so its responses stay in order. A body produced
+//! over time goes in a [`BodyStream`] that returns [`StreamPoll::Pending`] and is
 //! woken by a [`Waker`] from another thread. A handler that panics ends its worker
 //! process (and with `panic = "abort"`, as in keel's release profile, nothing can catch
 //! it): every connection of that worker is dropped and the parent starts a new one, with
@@ -60,6 +65,7 @@
 #![warn(missing_docs)]
 
 mod config;
+mod deferred;
 mod error;
 mod handler;
 mod prefork;
@@ -70,6 +76,7 @@ mod timer;
 mod worker;
 
 pub use config::{Config, Timeouts};
+pub use deferred::{Deferred, EventLoop, Readiness};
 pub use error::Error;
 pub use handler::{handler_fn, BodySink, Handler, HandlerFn, Header, Request, Response};
 pub use keel_http::{ChunkedLimits, Limits, Method, ServerLimits, StatusCode};

@@ -35,6 +35,15 @@ pub(super) enum Active {
         waiting: bool,
         wake_at: Option<Millis>,
     },
+    /// The handler deferred the response ([`Response::defer`](crate::Response::defer)):
+    /// nothing to send until the [`Deferred`](crate::Deferred) of sequence number `seq`
+    /// is completed.
+    Deferred {
+        seq: u64,
+        /// The access log line's beginning (client, date, request line), when the log
+        /// is on: the request is gone from the input by the time the response is made.
+        log_line: Option<Box<[u8]>>,
+    },
 }
 
 impl Active {
@@ -57,7 +66,18 @@ impl Active {
 
     /// Whether it is a stream that said `Pending` and waits to be woken.
     pub(super) fn is_waiting(&self) -> bool {
-        matches!(self, Active::Stream { waiting: true, .. })
+        matches!(
+            self,
+            Active::Stream { waiting: true, .. } | Active::Deferred { .. }
+        )
+    }
+
+    /// Whether it waits on something outside the connection, which may take forever:
+    /// a stream, or a deferred response. A client that leaves meanwhile is dropped at
+    /// once (an `EventSource` closing, a client giving up on a slow query), as nginx
+    /// does for a client that closes while its upstream works.
+    pub(super) fn waits_on_others(&self) -> bool {
+        matches!(self, Active::Stream { .. } | Active::Deferred { .. })
     }
 }
 
@@ -72,14 +92,15 @@ pub(super) enum Sent {
 }
 
 impl<'t, H: Handler> Worker<'t, H> {
-    /// Whether connection `i` is sending a stream body.
+    /// Whether connection `i` is sending a stream body or waits for a deferred
+    /// response ([`Active::waits_on_others`]).
     pub(super) fn is_streaming(&self, i: usize) -> bool {
         matches!(
             self.conns.get(i),
             Some(Some(Conn {
-                source: Some(Active::Stream { .. }),
+                source: Some(s),
                 ..
-            }))
+            })) if s.waits_on_others()
         )
     }
 
@@ -239,6 +260,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                         Err(_) => return Sent::Failed,
                     }
                 }
+                Some(Active::Deferred { .. }) => return Sent::Done,
                 Some(Active::Stream {
                     stream,
                     remaining,

@@ -262,8 +262,9 @@ pub(super) fn interest_for(c: &Conn, pending: usize, high_water: usize) -> Inter
         (false, true) => Interest::WRITABLE,
         (false, false) => Interest::NONE,
     };
-    if !want_read && matches!(c.source, Some(Active::Stream { .. })) {
-        // Not reading, yet a stream must notice its client leaving.
+    if !want_read && c.source.as_ref().is_some_and(Active::waits_on_others) {
+        // Not reading, yet a stream or a deferred response must notice its client
+        // leaving.
         return interest | Interest::HANGUP;
     }
     interest
@@ -279,6 +280,9 @@ pub(super) fn deadline_for(c: &Conn, t: &Timeouts) -> Millis {
         c.last_write + t.write
     } else if let Some(Active::Stream { wake_at, .. }) = &c.source {
         wake_at.unwrap_or(NEVER)
+    } else if let Some(Active::Deferred { .. }) = &c.source {
+        // The handler owns the time a deferred response may take.
+        NEVER
     } else {
         read_deadline(c, t)
     }

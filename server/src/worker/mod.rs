@@ -19,6 +19,13 @@
 //! - `body_in` and `body_out`: request bodies coming in, file and stream bodies going
 //!   out;
 //! - `tls`: HTTPS connections.
+//!
+//! The handler may own descriptors too (a database connection): they sit in the same
+//! epoll set under tokens from `HANDLER_BASE` up, and the handler hears of them through
+//! [`Handler::on_ready`]; once per turn, after every event, [`Handler::on_turn_end`]
+//! lets it flush what the turn queued. Responses it deferred
+//! ([`Response::defer`](crate::Response::defer)) come back through [`Completions`] and
+//! are sent at once (`Worker::send_completions`).
 
 mod body_in;
 mod body_out;
@@ -32,6 +39,7 @@ use self::body_out::Active;
 use self::conn::{deadline_for, Conn, IoState};
 use self::process::fail;
 use self::tls::{Tls, TLS_READ};
+use crate::deferred::{Completions, EventLoop, Key, Readiness, HANDLER_BASE};
 use crate::handler::{Handler, Prefix, Response, ResponseCache};
 use crate::stream::WakeQueue;
 use crate::timer::{Entry, Millis, Wheel, NOT_FILED};
@@ -44,8 +52,9 @@ use keel_linux::signal::{SignalFd, SignalSet};
 use keel_linux::socket;
 use std::io;
 use std::os::fd::OwnedFd;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The epoll token of the listener.
 const LISTENER: u64 = u64::MAX;
@@ -175,6 +184,13 @@ pub(crate) struct Worker<'t, H> {
     /// The shared read buffer (see [`Conn::input`]); while lent, the borrowing
     /// connection's empty one.
     spare_input: Vec<u8>,
+    /// Where the handler's [`Deferred`](crate::Deferred) responses report.
+    completions: Rc<Completions>,
+    /// The completions being sent this turn (kept to reuse their allocations).
+    done: Vec<(Key, Response)>,
+    abandoned: Vec<Key>,
+    /// When the handler asked to be called again ([`EventLoop::wake_at`]).
+    handler_wake_at: Option<Instant>,
 }
 
 /// [`LINGER`] in milliseconds.
@@ -232,6 +248,9 @@ impl<'t, H: Handler> Worker<'t, H> {
             write: t(config.timeouts.write),
         };
         let context = ServerContext::new(config.limits);
+        let completions = Rc::new(Completions::default());
+        let mut response = Response::new();
+        response.completions = Some(Rc::clone(&completions));
         Ok(Worker {
             tls,
             tls_in: if tls.is_some() {
@@ -248,7 +267,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             free: Vec::new(),
             live: 0,
             context,
-            response: Response::new(),
+            response,
             response_cache: ResponseCache::default(),
             date: Prefix::new(SystemTime::now()),
             shutdown_deadline: None,
@@ -270,13 +289,80 @@ impl<'t, H: Handler> Worker<'t, H> {
             woken: Vec::new(),
             scratch: Vec::new(),
             spare_input: Vec::with_capacity(SHARED_INPUT),
+            completions,
+            done: Vec::new(),
+            abandoned: Vec::new(),
+            handler_wake_at: None,
         })
+    }
+
+    /// The loop as the handler sees it, and the handler.
+    fn handler_and_loop(&mut self) -> (&mut H, EventLoop<'_>) {
+        (
+            &mut self.handler,
+            EventLoop {
+                epoll: &self.epoll,
+                wake_at: &mut self.handler_wake_at,
+                shutting_down: self.shutdown_deadline.is_some(),
+            },
+        )
+    }
+
+    /// Sends the responses the handler's [`Deferred`](crate::Deferred) handles made (or
+    /// `500` for those dropped) since the last look, and what they let go on; again
+    /// while that made more.
+    fn send_completions(&mut self) {
+        while self.completions.any() {
+            let mut done = std::mem::take(&mut self.done);
+            let mut abandoned = std::mem::take(&mut self.abandoned);
+            self.completions.take(&mut done, &mut abandoned);
+            for (key, mut res) in done.drain(..) {
+                self.finish_deferred(key, Some(&mut res));
+                self.completions.recycle(res);
+            }
+            for key in abandoned.drain(..) {
+                self.finish_deferred(key, None);
+            }
+            self.done = done;
+            self.abandoned = abandoned;
+        }
+    }
+
+    /// A handler's descriptor is ready: tells the handler, then sends what it completed.
+    #[cold]
+    #[inline(never)]
+    fn on_handler_ready(&mut self, token: u32, ev: &keel_linux::epoll::Event) {
+        let readiness = Readiness {
+            readable: ev.is_readable(),
+            writable: ev.is_writable(),
+            hangup: ev.is_hangup(),
+            error: ev.is_error(),
+        };
+        let (handler, mut lp) = self.handler_and_loop();
+        handler.on_ready(token, readiness, &mut lp);
+        self.send_completions();
+    }
+
+    /// The end of a loop turn for the handler ([`Handler::on_turn_end`]), then the
+    /// responses it completed.
+    #[inline(always)]
+    fn end_turn(&mut self) {
+        self.handler_wake_at = None;
+        let (handler, mut lp) = self.handler_and_loop();
+        handler.on_turn_end(&mut lp);
+        if self.completions.any() {
+            self.send_completions();
+        }
     }
 
     /// Runs until a stop signal arrives and every connection has finished (or the
     /// shutdown deadline passed).
     pub(crate) fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
+        {
+            let (handler, mut lp) = self.handler_and_loop();
+            handler.start(&mut lp)?;
+        }
         loop {
             let timeout = self.next_timeout();
             match self.epoll.wait(&mut events, timeout) {
@@ -299,7 +385,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             }
             for ev in events.iter() {
                 let t = ev.token();
-                if t < WAKE && ev.is_only_readable() {
+                if t < HANDLER_BASE && ev.is_only_readable() {
                     // The usual event: a connection with bytes to read and nothing else.
                     self.on_readable(t as usize);
                     continue;
@@ -308,6 +394,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     LISTENER => self.accept_all(),
                     SIGNALS => self.on_signal()?,
                     WAKE => self.on_wake(),
+                    t if t >= HANDLER_BASE => self.on_handler_ready((t - HANDLER_BASE) as u32, &ev),
                     t => {
                         let i = t as usize;
                         if ev.is_error() {
@@ -331,6 +418,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                     }
                 }
             }
+            self.end_turn();
             self.expire();
             self.write_log();
             if self.shutdown_deadline.is_some() && self.live == 0 {
@@ -386,6 +474,11 @@ impl<'t, H: Handler> Worker<'t, H> {
         .flatten()
         {
             t = t.min(d.saturating_sub(now));
+        }
+        if let Some(at) = self.handler_wake_at {
+            // Rounded up: waking early would find the handler's timer not yet due.
+            let d = at.saturating_duration_since(Instant::now());
+            t = t.min(d.as_millis() as Millis + Millis::from(d.subsec_nanos() % 1_000_000 > 0));
         }
         Some(Duration::from_millis(t))
     }

@@ -6,6 +6,7 @@ use super::body_in::{receive_body, SinkBody};
 use super::body_out::Active;
 use super::conn::{Conn, IoState};
 use super::{Next, Worker};
+use crate::deferred::Key;
 use crate::handler::{write_simple, Handler, Prefix, Request, Response};
 use keel_http::{RequestTarget, ServerEvent, ServerInput, StatusCode};
 
@@ -39,6 +40,18 @@ pub(super) fn access_log_line(
     res: &Response,
     body_sent: bool,
 ) {
+    access_log_start(log, peer, date, req);
+    access_log_end(log, res, body_sent);
+}
+
+/// The beginning of [`access_log_line`]: client, date and request line, up to the
+/// closing quote.
+pub(super) fn access_log_start(
+    log: &mut Vec<u8>,
+    peer: Option<&std::net::SocketAddr>,
+    date: &Prefix,
+    req: &keel_http::Request<'_>,
+) {
     use std::io::Write;
     let peer = peer.map_or_else(|| "-".to_string(), |p| p.ip().to_string());
     let _ = write!(log, "{peer} - - [{}] \"", date.clf_date());
@@ -57,6 +70,11 @@ pub(super) fn access_log_line(
             }
         }
     }
+}
+
+/// The end of [`access_log_line`]: the closing quote, status, body bytes and newline.
+pub(super) fn access_log_end(log: &mut Vec<u8>, res: &Response, body_sent: bool) {
+    use std::io::Write;
     let status = res.final_status().as_u16();
     let bytes = if !body_sent || res.final_status() != res.status() {
         0
@@ -87,7 +105,103 @@ pub(super) fn fail(c: &mut Conn, prefix: &Prefix, status: StatusCode) -> Next {
     Next::Read
 }
 
+/// The handler deferred the response to the request of `consumed` bytes at
+/// `c.start` (sequence number `seq`): nothing is written now, and the connection
+/// reads no further request until the response is made ([`Worker::finish_deferred`]).
+#[cold]
+#[inline(never)]
+fn defer(
+    c: &mut Conn,
+    seq: u64,
+    log_line: Option<Box<[u8]>>,
+    consumed: usize,
+    response: &mut Response,
+) -> Next {
+    // Whatever the handler set besides is not this request's response.
+    response.reset();
+    c.source = Some(Active::Deferred { seq, log_line });
+    c.unusual = true;
+    c.start += consumed;
+    c.chunked = None;
+    Next::Drain
+}
+
 impl<'t, H: Handler> Worker<'t, H> {
+    /// Sends the response of a [`Deferred`](crate::Deferred): `res`, or `500 Internal
+    /// Server Error` when the handle was dropped without completing (`None`), on the
+    /// connection and request `key` names, if that connection is still there and still
+    /// waits for it; then answers the requests that waited behind it and writes.
+    pub(super) fn finish_deferred(&mut self, key: Key, res: Option<&mut Response>) {
+        let i = key.slot as usize;
+        if self.generations.get(i) != Some(&key.generation) {
+            return;
+        }
+        let shutting_down = self.shutdown_deadline.is_some();
+        let Worker {
+            conns,
+            date,
+            response_cache,
+            log,
+            log_dropped,
+            ..
+        } = self;
+        let Some(c) = conns[i].as_mut() else {
+            return;
+        };
+        let log_line = match c.source.take() {
+            Some(Active::Deferred { seq, log_line }) if seq == key.seq => log_line,
+            other => {
+                // Not (or no longer) waiting for this handle.
+                c.source = other;
+                return;
+            }
+        };
+        let mut failed;
+        let res = match res {
+            Some(res) => res,
+            None => {
+                failed = Response::new();
+                failed.set_status(StatusCode::INTERNAL_SERVER_ERROR);
+                &mut failed
+            }
+        };
+        let last_before_eof = c.state == IoState::PeerDone && c.start == c.input.len();
+        let framing = c.http.start_response(
+            res.final_status(),
+            res.framing_body(),
+            res.wants_close() || shutting_down || last_before_eof,
+        );
+        c.output.pay_owed(response_cache.bytes());
+        let has_source = res.write_uncached(c.output.buf(), date, response_cache, framing);
+        if let Some(line) = log_line {
+            if log.len() < MAX_LOG_BUFFER {
+                let mut line = line.into_vec();
+                access_log_end(&mut line, res, framing.send_body);
+                log.extend_from_slice(&line);
+            } else {
+                *log_dropped += 1;
+            }
+        }
+        if let Some(source) = res.take_source() {
+            if has_source {
+                c.source = Some(Active::new(source));
+            }
+        }
+        if framing.close {
+            c.close();
+        }
+        c.unusual = true;
+        if c.source.is_none() && !c.is_closing() && c.start < c.input.len() {
+            // Requests that came behind it.
+            self.process_owing_nothing(i);
+        }
+        self.flush(i);
+        self.arm(i);
+        if let Some(c) = self.conns[i].as_mut() {
+            c.unusual = c.is_unusual();
+        }
+    }
+
     /// [`Worker::process`] for a caller that sends with [`Worker::flush`] or
     /// [`Worker::send`], which do not send owed responses: copies any it owed into the
     /// output.
@@ -127,6 +241,7 @@ impl<'t, H: Handler> Worker<'t, H> {
             config,
             log,
             log_dropped,
+            generations,
             ..
         } = self;
         let c = conns[i]
@@ -232,9 +347,19 @@ impl<'t, H: Handler> Worker<'t, H> {
                 (None, None) => &[],
             };
             response.reset();
+            response.origin = (i as u32, generations[i]);
             match finished_sink {
                 Some(sink) => sink.0.finish(&Request::new(req, &[]), response),
                 None => handler.handle(&Request::new(req, content), response),
+            }
+            if let Some(seq) = response.deferred {
+                let peer = c.peer.as_deref();
+                let line = config.access_log.then(|| {
+                    let mut line = Vec::new();
+                    access_log_start(&mut line, peer, date, &req);
+                    line.into_boxed_slice()
+                });
+                return defer(c, seq, line, consumed, response);
             }
             // The client sent everything (its end of stream was read) and nothing is
             // left after this request: this response is the last, and says so (RFC

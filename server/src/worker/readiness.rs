@@ -189,9 +189,11 @@ impl<'t, H: Handler> Worker<'t, H> {
             // (`settle` closes once nothing complete is left).
             c.on_peer_eof();
             c.output.pay_owed(self.response_cache.bytes());
-            if matches!(c.source, Some(Active::Stream { .. })) {
+            if c.source.as_ref().is_some_and(Active::waits_on_others) {
                 // A client that closes while a stream runs (an EventSource going away)
-                // has left: a stream may never end by itself.
+                // has left: a stream may never end by itself. Nor may a deferred
+                // response come soon: the client gave up on it (see
+                // `Active::waits_on_others`).
                 return self.drop_conn(i);
             }
             if c.start == c.input.len() && c.unsent() == 0 && c.source.is_none() {
