@@ -1,5 +1,6 @@
-//! The connection machine: startup, authentication, then simple queries with a FIFO of
-//! outstanding requests (PostgreSQL documentation §55.2 "Message Flow").
+//! The connection machine: startup, authentication, then simple queries, extended
+//! queries and named prepared statements with a FIFO of outstanding requests
+//! (PostgreSQL documentation §55.2 "Message Flow").
 
 use std::collections::VecDeque;
 
@@ -64,7 +65,9 @@ pub enum Event<'b> {
         /// The transaction status (`Idle` after startup).
         status: TransactionStatus,
     },
-    /// `RowDescription`: a statement of `request` returns rows with these columns.
+    /// `RowDescription`: a statement of `request` returns rows with these columns (for
+    /// a [`Connection::prepare`] request: the prepared statement will, and no rows
+    /// follow in this request).
     RowDescription {
         /// The request answered.
         request: RequestId,
@@ -108,6 +111,15 @@ pub enum Event<'b> {
     BindComplete {
         /// The request answered.
         request: RequestId,
+    },
+    /// `ParameterDescription` for a [`Connection::prepare`] `request`: the type OIDs of
+    /// the statement's parameters, 4 bytes each, big-endian (iterate with
+    /// [`backend::parameter_types`]).
+    ParameterDescription {
+        /// The request answered.
+        request: RequestId,
+        /// The type OIDs.
+        types: &'b [u8],
     },
     /// `NoData`: the statement of an extended-protocol `request` returns no rows.
     NoData {
@@ -199,29 +211,108 @@ enum Copy {
     Out,
 }
 
+/// Which messages a request sent, so which replies it may get, in which order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    /// A `Query` (§55.2.2).
+    Simple,
+    /// `Parse` (unnamed), `Bind`, `Describe` (portal), `Execute`, `Sync` (§55.2.3).
+    Extended,
+    /// `Parse` (named), `Describe` (statement), `Sync`: [`Connection::prepare`].
+    Prepare {
+        /// The statement's slot in [`Connection::statements`].
+        slot: usize,
+    },
+    /// `Bind` of a named statement, `Execute`, `Sync`: [`Connection::execute_prepared`].
+    /// No `RowDescription` comes; rows are checked against the column count learned
+    /// when the statement was prepared by this machine, if it was.
+    ExecutePrepared {
+        /// The statement's slot in [`Connection::statements`], when this machine
+        /// prepared it.
+        slot: Option<usize>,
+    },
+}
+
+/// The result set a request is inside of, for checking `DataRow`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ResultSet {
+    /// After a `RowDescription` of this many columns (or for a statement prepared with
+    /// one).
+    Columns(usize),
+    /// Rows of a statement this machine did not prepare: the count is not checked.
+    Unchecked,
+}
+
+/// A statement prepared by [`Connection::prepare`].
+#[derive(Debug)]
+struct Statement {
+    name: String,
+    /// The column count of its `RowDescription` (0 after `NoData`), once known.
+    columns: Option<usize>,
+}
+
 #[derive(Debug)]
 struct Request {
     id: RequestId,
-    /// Sent with the extended protocol (`Parse`, `Bind`, ...), not as a `Query`.
-    extended: bool,
+    /// The messages sent.
+    flow: Flow,
     /// The COPY sub-protocol the request is in, if any (§55.2.6).
     copy: Option<Copy>,
-    /// The column count of the current result set, after its `RowDescription`.
-    columns: Option<usize>,
+    /// The current result set, after its `RowDescription` (or its first row for
+    /// [`Flow::ExecutePrepared`]).
+    columns: Option<ResultSet>,
     /// Answered: a `CommandComplete`, `EmptyQueryResponse` or `ErrorResponse` came, so
     /// its `ReadyForQuery` may (§55.2.2, §55.2.3).
     answered: bool,
     /// For an extended request, the replies to `Parse`, `Bind` and `Describe` so far:
     /// 0, then 1 after `ParseComplete`, 2 after `BindComplete`, 3 after
-    /// `RowDescription` or `NoData`; they come in that order (§55.2.3).
+    /// `RowDescription` or `NoData`; they come in that order (§55.2.3). A
+    /// [`Flow::Prepare`] goes 0, 1, then 2 after `ParameterDescription`, 3 after
+    /// `RowDescription` or `NoData`; a [`Flow::ExecutePrepared`] starts at 1 (no
+    /// `Parse`) and rows may come at 2.
     stage: u8,
+}
+
+impl Request {
+    fn new(id: RequestId, flow: Flow) -> Request {
+        Request {
+            id,
+            flow,
+            copy: None,
+            columns: None,
+            answered: false,
+            stage: if matches!(flow, Flow::ExecutePrepared { .. }) {
+                1
+            } else {
+                0
+            },
+        }
+    }
+
+    fn is_extended(&self) -> bool {
+        self.flow != Flow::Simple
+    }
+
+    /// Whether the statement's results (rows, completion, COPY) may come now: always
+    /// for a `Query`; after the replies to `Parse`, `Bind` and `Describe` otherwise;
+    /// never for a `Prepare`, which executes nothing.
+    fn may_execute(&self) -> bool {
+        match self.flow {
+            Flow::Simple => true,
+            Flow::Extended => self.stage == 3,
+            Flow::ExecutePrepared { .. } => self.stage == 2,
+            Flow::Prepare { .. } => false,
+        }
+    }
 }
 
 /// One PostgreSQL session as a state machine, without I/O (§55.2).
 ///
 /// - Input: [`Connection::feed`] with received bytes (one backend message per call);
 ///   [`Connection::handle_eof`] when the server closed the connection.
-/// - Commands: [`Connection::simple_query`], [`Connection::terminate`].
+/// - Commands: [`Connection::simple_query`], [`Connection::extended_query`],
+///   [`Connection::prepare`], [`Connection::execute_prepared`], the COPY methods,
+///   [`Connection::terminate`].
 /// - Output: [`Connection::poll_transmit`] appends the bytes to send.
 ///
 /// The driver calls `poll_transmit` after creating the machine, after every command and
@@ -243,6 +334,8 @@ pub struct Connection {
     next_id: u64,
     status: TransactionStatus,
     backend_key: Option<(i32, i32)>,
+    /// The statements [`Connection::prepare`] was asked for, in order.
+    statements: Vec<Statement>,
 }
 
 impl Connection {
@@ -277,6 +370,7 @@ impl Connection {
             next_id: 0,
             status: TransactionStatus::Idle,
             backend_key: None,
+            statements: Vec::new(),
         })
     }
 
@@ -340,17 +434,7 @@ impl Connection {
             _ => return Err(Error::NotReady),
         }
         frontend::query(&mut self.send, sql)?;
-        let id = RequestId(self.next_id);
-        self.next_id += 1;
-        self.queue.push_back(Request {
-            answered: false,
-            stage: 0,
-            id,
-            extended: false,
-            copy: None,
-            columns: None,
-        });
-        Ok(id)
+        Ok(self.push(Flow::Simple))
     }
 
     /// Queues one statement with parameters through the extended protocol (§55.2.3),
@@ -389,17 +473,125 @@ impl Connection {
             return Err(e);
         }
         frontend::sync(&mut self.send);
+        Ok(self.push(Flow::Extended))
+    }
+
+    fn push(&mut self, flow: Flow) -> RequestId {
         let id = RequestId(self.next_id);
         self.next_id += 1;
-        self.queue.push_back(Request {
-            answered: false,
-            stage: 0,
-            id,
-            extended: true,
-            copy: None,
-            columns: None,
-        });
-        Ok(id)
+        self.queue.push_back(Request::new(id, flow));
+        id
+    }
+
+    fn check_ready(&self) -> Result<(), Error> {
+        match &self.state {
+            State::Ready => Ok(()),
+            State::Failed(e) => Err(e.clone()),
+            _ => Err(Error::NotReady),
+        }
+    }
+
+    /// Queues the preparation of the named statement `name` (§55.2.3, "Extended
+    /// Query"): `Parse` of `sql` with `param_types` (type OIDs; an empty list or 0 lets
+    /// the server infer a type), `Describe` of the statement, and its own `Sync`, so an
+    /// error here affects no other request. Returns the request's id; its replies are
+    /// [`Event::ParseComplete`], [`Event::ParameterDescription`], then
+    /// [`Event::RowDescription`] (the statement's result columns) or [`Event::NoData`]
+    /// (it returns no rows), or [`Event::QueryError`] at any point, and
+    /// [`Event::ReadyForQuery`]. The machine keeps the column count to check the rows of
+    /// [`Connection::execute_prepared`] ([`Connection::statement_columns`]).
+    ///
+    /// Preparing a name again (in a new session, or after `DEALLOCATE`) replaces what
+    /// the machine knew of it; the server refuses a name that still exists in the
+    /// session (SQLSTATE `42P05`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::simple_query`]; [`Error::InvalidInput`] when `name` or `sql`
+    /// holds a NUL, `name` is empty (that is the unnamed statement, which the next
+    /// unnamed `Parse` destroys) or there are more than 32,767 types (nothing is
+    /// queued).
+    pub fn prepare(
+        &mut self,
+        name: &str,
+        sql: &str,
+        param_types: &[u32],
+    ) -> Result<RequestId, Error> {
+        self.check_ready()?;
+        if name.is_empty() {
+            return Err(Error::InvalidInput {
+                what: "empty statement name",
+            });
+        }
+        let start = self.send.len();
+        let written = frontend::parse(&mut self.send, name, sql, param_types)
+            .and_then(|()| frontend::describe(&mut self.send, frontend::Target::Statement, name));
+        if let Err(e) = written {
+            self.send.truncate(start);
+            return Err(e);
+        }
+        frontend::sync(&mut self.send);
+        let slot = match self.statements.iter().position(|s| s.name == name) {
+            Some(slot) => {
+                self.statements[slot].columns = None;
+                slot
+            }
+            None => {
+                self.statements.push(Statement {
+                    name: name.to_owned(),
+                    columns: None,
+                });
+                self.statements.len() - 1
+            }
+        };
+        Ok(self.push(Flow::Prepare { slot }))
+    }
+
+    /// Queues one execution of the named prepared statement `name` (§55.2.3): `Bind` of
+    /// `params` in text format (`None` for SQL NULL) to the unnamed portal with text
+    /// results, `Execute` without a row limit, and its own `Sync` — one `Sync` per
+    /// statement, so a failing one takes no other with it, and many may be pipelined
+    /// (§55.2.4). Returns the request's id; its replies are [`Event::BindComplete`],
+    /// [`Event::DataRow`]s (no `RowDescription`: the statement was described when
+    /// prepared), then [`Event::CommandComplete`] or [`Event::EmptyQueryResponse`] (or
+    /// [`Event::QueryError`] at any point), and [`Event::ReadyForQuery`].
+    ///
+    /// Rows are checked against the statement's column count when this machine
+    /// prepared `name` ([`Connection::prepare`]) and its description has arrived by
+    /// the time the rows do; otherwise (a statement prepared with SQL `PREPARE`) their
+    /// count is not checked. A statement the server does not know is its error
+    /// (SQLSTATE `26000`), and the connection stays usable.
+    ///
+    /// # Errors
+    ///
+    /// As [`Connection::simple_query`]; [`Error::InvalidInput`] when `name` holds a NUL,
+    /// for more than 32,767 parameters or one longer than 2^31 - 1 bytes (nothing is
+    /// queued).
+    pub fn execute_prepared(
+        &mut self,
+        name: &str,
+        params: &[Option<&[u8]>],
+    ) -> Result<RequestId, Error> {
+        self.check_ready()?;
+        let start = self.send.len();
+        let written = frontend::bind(&mut self.send, "", name, &[], params, &[])
+            .and_then(|()| frontend::execute(&mut self.send, "", 0));
+        if let Err(e) = written {
+            self.send.truncate(start);
+            return Err(e);
+        }
+        frontend::sync(&mut self.send);
+        let slot = self.statements.iter().position(|s| s.name == name);
+        Ok(self.push(Flow::ExecutePrepared { slot }))
+    }
+
+    /// The column count of the statement `name` prepared by [`Connection::prepare`]
+    /// (0 when it returns no rows), once its `RowDescription` or `NoData` has arrived;
+    /// `None` before, after its preparation failed, or for a name this machine did not
+    /// prepare.
+    #[must_use]
+    pub fn statement_columns(&self, name: &str) -> Option<usize> {
+        self.statements.iter().find(|s| s.name == name)?.columns
     }
 
     /// The request in COPY FROM STDIN mode, or the error to give a caller asking to send
@@ -447,7 +639,7 @@ impl Connection {
         let request = self.copy_in_request()?;
         let failed = request.copy == Some(Copy::InFailed);
         request.copy = None;
-        let extended = request.extended;
+        let extended = request.is_extended();
         if !failed {
             frontend::copy_done(&mut self.send);
         }
@@ -476,7 +668,7 @@ impl Connection {
         }
         let request = self.copy_in_request()?;
         request.copy = None;
-        let extended = request.extended;
+        let extended = request.is_extended();
         self.sync_after_copy(extended);
         Ok(())
     }
@@ -548,7 +740,7 @@ impl Connection {
                 return match self.queue.front_mut() {
                     Some(request) if in_query => {
                         request.columns = None;
-                        request.copy = (request.extended && request.copy == Some(Copy::In))
+                        request.copy = (request.is_extended() && request.copy == Some(Copy::In))
                             .then_some(Copy::InFailed);
                         request.answered = true;
                         Ok(Event::QueryError {
@@ -699,7 +891,9 @@ impl Connection {
             (None, _) => {}
         }
         match message {
-            Message::CopyInResponse | Message::CopyOutResponse if request.columns.is_none() => {
+            Message::CopyInResponse | Message::CopyOutResponse
+                if request.columns.is_none() && request.may_execute() =>
+            {
                 if matches!(message, Message::CopyInResponse) {
                     request.copy = Some(Copy::In);
                     Ok(Event::CopyInResponse { request: id })
@@ -712,36 +906,56 @@ impl Connection {
                 if request.columns.is_some() {
                     return Err(Self::unexpected(kind, "inside a result set"));
                 }
-                if request.extended {
-                    if request.stage != 2 {
-                        return Err(Self::unexpected(kind, "out of order in an extended query"));
+                match request.flow {
+                    Flow::Simple => {}
+                    Flow::Extended if request.stage == 2 => request.stage = 3,
+                    Flow::Prepare { slot } if request.stage == 2 => {
+                        // The statement's description: no rows follow in this request.
+                        request.stage = 3;
+                        request.answered = true;
+                        if let Some(statement) = self.statements.get_mut(slot) {
+                            statement.columns = Some(columns.len());
+                        }
+                        return Ok(Event::RowDescription {
+                            request: id,
+                            columns,
+                        });
                     }
-                    request.stage = 3;
+                    _ => return Err(Self::unexpected(kind, "out of order in an extended query")),
                 }
-                request.columns = Some(columns.len());
+                request.columns = Some(ResultSet::Columns(columns.len()));
                 Ok(Event::RowDescription {
                     request: id,
                     columns,
                 })
             }
             Message::DataRow(row) => {
-                let Some(expected) = request.columns else {
-                    return Err(Self::unexpected(kind, "before a row description"));
-                };
-                if row.len() != expected {
-                    return Err(Error::ColumnCount {
-                        expected,
-                        actual: row.len(),
-                    });
+                if request.columns.is_none() {
+                    if let (Flow::ExecutePrepared { slot }, true) =
+                        (request.flow, request.may_execute())
+                    {
+                        let known = slot.and_then(|slot| self.statements.get(slot)?.columns);
+                        request.columns =
+                            Some(known.map_or(ResultSet::Unchecked, ResultSet::Columns));
+                    }
                 }
-                Ok(Event::DataRow { request: id, row })
+                match request.columns {
+                    None => Err(Self::unexpected(kind, "before a row description")),
+                    Some(ResultSet::Columns(expected)) if row.len() != expected => {
+                        Err(Error::ColumnCount {
+                            expected,
+                            actual: row.len(),
+                        })
+                    }
+                    Some(_) => Ok(Event::DataRow { request: id, row }),
+                }
             }
-            Message::CommandComplete { tag } => {
+            Message::CommandComplete { tag } if request.may_execute() => {
                 request.columns = None;
                 request.answered = true;
                 Ok(Event::CommandComplete { request: id, tag })
             }
-            Message::EmptyQueryResponse => {
+            Message::EmptyQueryResponse if request.may_execute() => {
                 if request.columns.is_some() {
                     return Err(Self::unexpected(kind, "inside a result set"));
                 }
@@ -765,18 +979,34 @@ impl Connection {
                     status,
                 })
             }
+            Message::ParameterDescription { types } => {
+                if !matches!(request.flow, Flow::Prepare { .. }) || request.stage != 1 {
+                    return Err(Self::unexpected(kind, "out of order in an extended query"));
+                }
+                request.stage = 2;
+                Ok(Event::ParameterDescription { request: id, types })
+            }
             Message::ParseComplete | Message::BindComplete | Message::NoData
-                if request.extended && request.columns.is_none() =>
+                if request.is_extended() && request.columns.is_none() =>
             {
-                let (before, after) = match message {
-                    Message::ParseComplete => (0, 1),
-                    Message::BindComplete => (1, 2),
-                    _ => (2, 3),
+                let (before, after) = match (message, request.flow) {
+                    (Message::ParseComplete, Flow::Extended | Flow::Prepare { .. }) => (0, 1),
+                    (Message::BindComplete, Flow::Extended | Flow::ExecutePrepared { .. }) => {
+                        (1, 2)
+                    }
+                    (Message::NoData, Flow::Extended | Flow::Prepare { .. }) => (2, 3),
+                    _ => return Err(Self::unexpected(kind, "out of order in an extended query")),
                 };
                 if request.stage != before {
                     return Err(Self::unexpected(kind, "out of order in an extended query"));
                 }
                 request.stage = after;
+                if let (Message::NoData, Flow::Prepare { slot }) = (message, request.flow) {
+                    request.answered = true;
+                    if let Some(statement) = self.statements.get_mut(slot) {
+                        statement.columns = Some(0);
+                    }
+                }
                 Ok(match message {
                     Message::ParseComplete => Event::ParseComplete { request: id },
                     Message::BindComplete => Event::BindComplete { request: id },
@@ -787,7 +1017,7 @@ impl Connection {
                 kind,
                 "(copy both, for streaming replication, is not supported)",
             )),
-            _ => Err(Self::unexpected(kind, "in a simple query")),
+            _ => Err(Self::unexpected(kind, "in this request")),
         }
     }
 
@@ -1332,6 +1562,261 @@ mod tests {
         assert_eq!(events, 4);
         assert!(buf.is_empty());
         assert_eq!(conn.transaction_status(), TransactionStatus::InTransaction);
+    }
+
+    /// `prepare` queues `Parse` (named), `Describe` (statement) and `Sync`;
+    /// `execute_prepared` queues `Bind`, `Execute` and `Sync`: one `Sync` per statement,
+    /// so N executions queue N `Sync`s (§55.2.3, §55.2.4).
+    #[test]
+    fn prepared_statements_queue_one_sync_each() {
+        let mut conn = ready_trust();
+        conn.prepare("world", "SELECT id, n FROM w WHERE id = $1", &[23])
+            .unwrap();
+        let mut out = Vec::new();
+        conn.poll_transmit(&mut out);
+        let mut expected = Vec::new();
+        frontend::parse(
+            &mut expected,
+            "world",
+            "SELECT id, n FROM w WHERE id = $1",
+            &[23],
+        )
+        .unwrap();
+        frontend::describe(&mut expected, frontend::Target::Statement, "world").unwrap();
+        frontend::sync(&mut expected);
+        assert_eq!(out, expected);
+
+        for i in 0..5u8 {
+            let param = [b'0' + i];
+            conn.execute_prepared("world", &[Some(&param[..])]).unwrap();
+        }
+        out.clear();
+        conn.poll_transmit(&mut out);
+        let mut expected = Vec::new();
+        for i in 0..5u8 {
+            let param = [b'0' + i];
+            frontend::bind(&mut expected, "", "world", &[], &[Some(&param[..])], &[]).unwrap();
+            frontend::execute(&mut expected, "", 0).unwrap();
+            frontend::sync(&mut expected);
+        }
+        assert_eq!(out, expected);
+        // Read the message types back: B E S, five times.
+        let mut kinds = Vec::new();
+        let mut rest = &out[..];
+        while !rest.is_empty() {
+            kinds.push(rest[0]);
+            let len = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]) as usize;
+            rest = &rest[1 + len..];
+        }
+        assert_eq!(kinds, b"BESBESBESBESBES");
+        assert_eq!(conn.outstanding(), 6);
+
+        // Refused input queues nothing.
+        assert!(conn.prepare("", "SELECT 1", &[]).is_err());
+        assert!(conn.prepare("a\0", "SELECT 1", &[]).is_err());
+        assert!(conn.execute_prepared("a\0", &[]).is_err());
+        assert!(!conn.wants_write());
+        assert_eq!(conn.outstanding(), 6);
+    }
+
+    /// Collects `feed_all`'s events, keeping only their names and request ids.
+    fn names(events: &[String]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| {
+                let name = e.split([' ', '(']).next().unwrap_or_default();
+                match e.find("RequestId(") {
+                    Some(at) => {
+                        let id = &e[at + 10..];
+                        format!("{name} {}", &id[..id.find(')').unwrap_or(0)])
+                    }
+                    None => name.to_owned(),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn prepared_replies_reach_their_statement_and_errors_stay_in_theirs() {
+        let mut conn = ready_trust();
+        let p = conn.prepare("q", "SELECT $1::int, 'x'", &[]).unwrap();
+        let u = conn.prepare("u", "UPDATE w SET n = $1", &[]).unwrap();
+        let a = conn.execute_prepared("q", &[Some(b"1")]).unwrap();
+        let b = conn.execute_prepared("q", &[Some(b"nope")]).unwrap();
+        let c = conn.execute_prepared("q", &[Some(b"3")]).unwrap();
+        let d = conn.execute_prepared("u", &[Some(b"3")]).unwrap();
+        assert_eq!(
+            (p, u, a, b, c, d),
+            (
+                RequestId(0),
+                RequestId(1),
+                RequestId(2),
+                RequestId(3),
+                RequestId(4),
+                RequestId(5)
+            )
+        );
+        assert_eq!(conn.statement_columns("q"), None);
+
+        let mut server = msg(b'1', b"");
+        server.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+        server.extend(row_description(&["int4", "?column?"]));
+        server.extend(msg(b'Z', b"I"));
+        server.extend(msg(b'1', b""));
+        server.extend(msg(b't', &[0, 1, 0, 0, 0, 23]));
+        server.extend(msg(b'n', b""));
+        server.extend(msg(b'Z', b"I"));
+        let events = feed_all(&mut conn, &server).unwrap();
+        assert_eq!(
+            names(&events),
+            [
+                "ParseComplete 0",
+                "ParameterDescription 0",
+                "RowDescription 0",
+                "ReadyForQuery 0",
+                "ParseComplete 1",
+                "ParameterDescription 1",
+                "NoData 1",
+                "ReadyForQuery 1",
+            ]
+        );
+        assert_eq!(conn.statement_columns("q"), Some(2));
+        assert_eq!(conn.statement_columns("u"), Some(0));
+
+        // Rows without a RowDescription; the second statement fails alone.
+        let mut server = msg(b'2', b"");
+        server.extend(data_row(&[Some("1"), Some("x")]));
+        server.extend(msg(b'C', b"SELECT 1\0"));
+        server.extend(msg(b'Z', b"I"));
+        server.extend(msg(b'E', b"SERROR\0VERROR\0C22P02\0Mbad int\0\0"));
+        server.extend(msg(b'Z', b"I"));
+        server.extend(msg(b'2', b""));
+        server.extend(data_row(&[Some("3"), Some("x")]));
+        server.extend(msg(b'C', b"SELECT 1\0"));
+        server.extend(msg(b'Z', b"I"));
+        server.extend(msg(b'2', b""));
+        server.extend(msg(b'C', b"UPDATE 10\0"));
+        server.extend(msg(b'Z', b"I"));
+        let events = feed_all(&mut conn, &server).unwrap();
+        assert_eq!(
+            names(&events),
+            [
+                "BindComplete 2",
+                "DataRow 2",
+                "CommandComplete 2",
+                "ReadyForQuery 2",
+                "QueryError 3",
+                "ReadyForQuery 3",
+                "BindComplete 4",
+                "DataRow 4",
+                "CommandComplete 4",
+                "ReadyForQuery 4",
+                "BindComplete 5",
+                "CommandComplete 5",
+                "ReadyForQuery 5",
+            ]
+        );
+        assert_eq!(conn.outstanding(), 0);
+
+        // A failed preparation: the error and ReadyForQuery, nothing else.
+        conn.prepare("bad", "SELEC 1", &[]).unwrap();
+        let mut server = msg(b'E', b"SERROR\0VERROR\0C42601\0Msyntax\0\0");
+        server.extend(msg(b'Z', b"I"));
+        let events = feed_all(&mut conn, &server).unwrap();
+        assert_eq!(names(&events), ["QueryError 6", "ReadyForQuery 6"]);
+        assert_eq!(conn.statement_columns("bad"), None);
+
+        // A statement this machine did not prepare: rows of any width are taken.
+        conn.execute_prepared("from_sql", &[]).unwrap();
+        let mut server = msg(b'2', b"");
+        server.extend(data_row(&[Some("1"), Some("2"), Some("3")]));
+        server.extend(msg(b'C', b"SELECT 1\0"));
+        server.extend(msg(b'Z', b"I"));
+        assert_eq!(feed_all(&mut conn, &server).unwrap().len(), 4);
+    }
+
+    /// Every reply out of its place in a prepared statement's flow is a protocol error
+    /// that fails the machine: a reply never reaches the wrong request.
+    #[test]
+    fn unexpected_prepared_replies_are_protocol_errors() {
+        let prepared = || {
+            let mut conn = ready_trust();
+            conn.prepare("q", "SELECT 1", &[]).unwrap();
+            let mut server = msg(b'1', b"");
+            server.extend(msg(b't', &[0, 0]));
+            server.extend(row_description(&["x"]));
+            server.extend(msg(b'Z', b"I"));
+            feed_all(&mut conn, &server).unwrap();
+            conn
+        };
+        let execute_cases: &[(&str, Vec<u8>)] = &[
+            ("a row before BindComplete", data_row(&[Some("1")])),
+            ("a ParseComplete", msg(b'1', b"")),
+            (
+                "a RowDescription",
+                [msg(b'2', b""), row_description(&["x"])].concat(),
+            ),
+            ("a ParameterDescription", msg(b't', &[0, 0])),
+            ("a NoData", [msg(b'2', b""), msg(b'n', b"")].concat()),
+            ("a completion before BindComplete", msg(b'C', b"SELECT 1\0")),
+            (
+                "ReadyForQuery without an answer",
+                [msg(b'2', b""), msg(b'Z', b"I")].concat(),
+            ),
+            (
+                "a row of the wrong width",
+                [msg(b'2', b""), data_row(&[Some("1"), None])].concat(),
+            ),
+            (
+                "ReadyForQuery inside rows",
+                [msg(b'2', b""), data_row(&[Some("1")]), msg(b'Z', b"I")].concat(),
+            ),
+        ];
+        for (what, server) in execute_cases {
+            let mut conn = prepared();
+            conn.execute_prepared("q", &[]).unwrap();
+            conn.execute_prepared("q", &[]).unwrap();
+            assert!(feed_all(&mut conn, server).is_err(), "{what}");
+            assert!(conn.error().is_some(), "{what}: sticky");
+            assert_eq!(conn.outstanding(), 0, "{what}");
+        }
+        let prepare_cases: &[(&str, Vec<u8>)] = &[
+            ("a BindComplete", msg(b'2', b"")),
+            (
+                "a row",
+                [
+                    msg(b'1', b""),
+                    msg(b't', &[0, 0]),
+                    row_description(&["x"]),
+                    data_row(&[Some("1")]),
+                ]
+                .concat(),
+            ),
+            (
+                "a completion",
+                [
+                    msg(b'1', b""),
+                    msg(b't', &[0, 0]),
+                    msg(b'n', b""),
+                    msg(b'C', b"SELECT 0\0"),
+                ]
+                .concat(),
+            ),
+            (
+                "a RowDescription before ParameterDescription",
+                [msg(b'1', b""), row_description(&["x"])].concat(),
+            ),
+            (
+                "ReadyForQuery before the description",
+                [msg(b'1', b""), msg(b't', &[0, 0]), msg(b'Z', b"I")].concat(),
+            ),
+        ];
+        for (what, server) in prepare_cases {
+            let mut conn = ready_trust();
+            conn.prepare("q", "SELECT 1", &[]).unwrap();
+            assert!(feed_all(&mut conn, server).is_err(), "{what}");
+            assert!(conn.error().is_some(), "{what}: sticky");
+        }
     }
 
     proptest::proptest! {
