@@ -136,6 +136,32 @@ impl TcpStream {
         Ok(TcpStream::from_fd(fd))
     }
 
+    /// Starts connecting to `addr` without waiting, for an event loop: a non-blocking
+    /// socket (`SOCK_NONBLOCK | SOCK_CLOEXEC`) and `connect(2)`. Returns the stream and
+    /// `true` when connected at once, or `false` when the connect is in progress
+    /// (`EINPROGRESS`): wait until the socket is writable, then read the outcome with
+    /// [`TcpStream::take_error`]. `TCP_NODELAY` is set.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `socket`, `connect` (`ECONNREFUSED`, `ENETUNREACH`, ... when
+    /// the kernel knows at once) or `setsockopt`.
+    pub fn connect_nonblocking(addr: SocketAddr) -> Result<(TcpStream, bool), Error> {
+        let fd = socket::tcp_socket(&addr).map_err(Error::io("socket"))?;
+        let done = socket::connect(&fd, &addr).map_err(Error::io("connect"))?;
+        socket::set_nodelay(&fd, true).map_err(Error::io("setsockopt"))?;
+        Ok((TcpStream::from_fd(fd), done))
+    }
+
+    /// Reads and clears the socket's pending error (`SO_ERROR`): after
+    /// [`TcpStream::connect_nonblocking`] and writability, `Ok(None)` means connected
+    /// and `Ok(Some(e))` carries why the connect failed (`ECONNREFUSED`, ...).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `getsockopt` when the call itself fails.
+    pub fn take_error(&self) -> Result<Option<io::Error>, Error> {
+        socket::take_error(&self.fd).map_err(Error::io("getsockopt"))
+    }
+
     /// Sets the limit of each [`std::io::Read::read`] call (`None`: wait indefinitely).
     pub fn set_read_timeout(&mut self, timeout: Option<Duration>) {
         self.read_timeout = timeout;
