@@ -262,6 +262,18 @@ pub enum Error {
     #[cfg(feature = "pg")]
     #[error("reading the copy data: {0}")]
     CopyInRead(#[source] io::Error),
+    /// `pg::LoopClient::query` refused a query because a limit on what waits is
+    /// reached: `limit` queries outstanding (`LoopClient::with_max_outstanding`), or
+    /// `limit` bytes of output not yet written (`Limits::max_message_len`). The caller
+    /// owns the backpressure: retry after replies arrive or output is written.
+    #[cfg(feature = "pg")]
+    #[error("postgresql: queue full: {limit} {what}")]
+    QueueFull {
+        /// What is counted: `"queries outstanding"` or `"bytes of output unsent"`.
+        what: &'static str,
+        /// The limit reached.
+        limit: usize,
+    },
     /// Redis: the server answered with an error reply ([`crate::redis::Error::Server`];
     /// the connection stays usable), refused the handshake, broke RESP, or the
     /// connection is closed.

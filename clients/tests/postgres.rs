@@ -19,7 +19,9 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use keel_clients::pg::proto::{self, backend::TransactionStatus};
-use keel_clients::pg::{Client, Config, SimpleQueryEvent, SimpleQueryMessage, SslMode};
+use keel_clients::pg::{
+    Client, Config, LoopClient, Reply, SimpleQueryEvent, SimpleQueryMessage, SslMode,
+};
 use keel_clients::transport::TrustAnchors;
 use keel_clients::{Error, Phase};
 
@@ -1342,4 +1344,372 @@ fn psql_example() {
         "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
     );
     assert_eq!((stdout.as_str(), code), ("[\"t\"]\n", 0), "{stderr}");
+}
+
+// ---- pg::LoopClient, driven by an epoll loop ------------------------------------------
+
+/// A minimal event loop for one [`LoopClient`]: registers its socket again whenever
+/// `socket_id` changes, sets the interest it asks for, waits at most until its
+/// timeout, and hands every reply to `on_reply`.
+struct EventLoop {
+    epoll: keel_linux::epoll::Epoll,
+    events: keel_linux::epoll::Events,
+    registered: u64,
+}
+
+impl EventLoop {
+    fn new() -> EventLoop {
+        EventLoop {
+            epoll: keel_linux::epoll::Epoll::new().unwrap(),
+            events: keel_linux::epoll::Events::with_capacity(4),
+            registered: 0,
+        }
+    }
+
+    /// One loop turn, waiting at most `max_wait`.
+    fn turn<T>(
+        &mut self,
+        client: &mut LoopClient<T>,
+        max_wait: Duration,
+        mut on_reply: impl FnMut(Reply<'_, T>),
+    ) {
+        use keel_linux::epoll::Interest;
+        client.flush();
+        if let Some((fd, read, write)) = client.socket() {
+            let mut interest = Interest::NONE;
+            if read {
+                interest = interest | Interest::READABLE;
+            }
+            if write {
+                interest = interest | Interest::WRITABLE;
+            }
+            if client.socket_id() != self.registered {
+                self.epoll.add(fd, 1, interest).unwrap();
+                self.registered = client.socket_id();
+            } else {
+                self.epoll.modify(fd, 1, interest).unwrap();
+            }
+        }
+        let now = Instant::now();
+        let wait = client
+            .poll_timeout()
+            .map_or(max_wait, |t| t.saturating_duration_since(now).min(max_wait));
+        match self.epoll.wait(&mut self.events, Some(wait)) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("epoll_wait: {e}"),
+        }
+        let ready: Vec<(bool, bool)> = self
+            .events
+            .iter()
+            .map(|e| {
+                let bad = e.is_error() || e.is_hangup();
+                (e.is_readable() || bad, e.is_writable() || bad)
+            })
+            .collect();
+        for (readable, writable) in ready {
+            client.on_ready(Instant::now(), readable, writable, &mut on_reply);
+        }
+        client.handle_timeout(Instant::now(), &mut on_reply);
+    }
+
+    /// Runs turns until `done` says so, failing after `limit`.
+    fn run_until<T>(
+        &mut self,
+        client: &mut LoopClient<T>,
+        limit: Duration,
+        mut on_reply: impl FnMut(Reply<'_, T>),
+        mut done: impl FnMut(&LoopClient<T>) -> bool,
+    ) {
+        let end = Instant::now() + limit;
+        while !done(client) {
+            assert!(
+                Instant::now() < end,
+                "the loop did not settle within {limit:?}"
+            );
+            self.turn(client, Duration::from_millis(50), &mut on_reply);
+        }
+    }
+}
+
+type Collected = Vec<(usize, Vec<Vec<Option<String>>>, Result<u64, Error>)>;
+
+/// A tag that collects its query's rows.
+type RowsTag = (usize, Vec<Vec<Option<String>>>);
+
+fn collect(out: &mut Collected) -> impl FnMut(Reply<'_, RowsTag>) + '_ {
+    move |reply| match reply {
+        Reply::Row { tag, row } => tag.1.push(
+            row.values()
+                .map(|v| v.map(|v| String::from_utf8(v.to_vec()).unwrap()))
+                .collect(),
+        ),
+        Reply::Done { tag, result } => out.push((tag.0, tag.1, result)),
+    }
+}
+
+fn loop_statements() -> [(&'static str, &'static str); 3] {
+    [
+        ("add", "SELECT $1::int + 1, $2::text"),
+        ("divide", "SELECT 10 / $1::int"),
+        ("sleep", "SELECT pg_sleep($1::float8)"),
+    ]
+}
+
+/// Many prepared queries in flight at once (some made while connecting): every one
+/// gets its rows and its `Done`, in order, with its own tag; a failing one (division by
+/// zero, `22012`) disturbs none of the others, since each has its own `Sync`.
+#[test]
+fn loop_client_pipelines_prepared_queries_in_order() {
+    let server = server();
+    let mut config = config(server.port, SUPERUSER, Some(PASSWORD));
+    config.host = "localhost".into();
+    let mut client = LoopClient::new(&config, &loop_statements())
+        .unwrap()
+        .with_max_outstanding(500);
+    let mut ev = EventLoop::new();
+    let (tag_err, _) = client
+        .query(0, &[Some(b"1"), None], (0, Vec::new()))
+        .unwrap_err();
+    assert_eq!(tag_err.0, 0, "query before connect gives the tag back");
+    client.connect(Instant::now());
+    assert!(!client.is_ready());
+    let mut made = 0usize;
+    let make = |client: &mut LoopClient<RowsTag>, i: usize| {
+        let n = i.to_string();
+        let r = if i % 7 == 3 {
+            client.query(
+                1,
+                &[Some(if i % 2 == 0 { b"0" } else { b"5" })],
+                (i, Vec::new()),
+            )
+        } else {
+            client.query(0, &[Some(n.as_bytes()), Some(b"x'y")], (i, Vec::new()))
+        };
+        r.map_err(|(_, e)| e).unwrap();
+    };
+    // Made while connecting: they wait for the statements.
+    for _ in 0..50 {
+        make(&mut client, made);
+        made += 1;
+    }
+    let mut done = Collected::new();
+    ev.run_until(
+        &mut client,
+        Duration::from_secs(20),
+        collect(&mut done),
+        |c| c.is_ready(),
+    );
+    // Made while ready, in batches between loop turns.
+    while made < 450 {
+        for _ in 0..100.min(450 - made) {
+            make(&mut client, made);
+            made += 1;
+        }
+        ev.turn(&mut client, Duration::from_millis(1), collect(&mut done));
+    }
+    let err = client
+        .query(0, &[None, None], (9999, Vec::new()))
+        .map(|_| ());
+    assert!(err.is_ok() || matches!(err, Err((_, Error::QueueFull { .. }))));
+    if err.is_ok() {
+        made += 1;
+    }
+    ev.run_until(
+        &mut client,
+        Duration::from_secs(20),
+        collect(&mut done),
+        |c| c.outstanding() == 0,
+    );
+    assert_eq!(done.len(), made);
+    for (i, (tag, rows, result)) in done.iter().enumerate() {
+        if *tag == 9999 {
+            continue;
+        }
+        assert_eq!(*tag, i, "Done in the order the queries were made");
+        if i % 7 == 3 && i % 2 == 0 {
+            let e = result.as_ref().unwrap_err();
+            assert_eq!(db_code(e), "22012", "{e}");
+            assert!(rows.is_empty());
+        } else if i % 7 == 3 {
+            assert_eq!(result.as_ref().unwrap(), &1);
+            assert_eq!(rows, &[vec![Some("2".to_owned())]]);
+        } else {
+            assert_eq!(result.as_ref().unwrap(), &1, "{i}");
+            assert_eq!(
+                rows,
+                &[vec![Some((i + 1).to_string()), Some("x'y".to_owned())]]
+            );
+        }
+    }
+    // An index out of range is refused at once.
+    let (tag, e) = client.query(7, &[], (1, Vec::new())).unwrap_err();
+    assert_eq!(tag.0, 1);
+    assert!(
+        matches!(e, Error::Postgres(proto::Error::InvalidInput { .. })),
+        "{e:?}"
+    );
+    drop(server);
+}
+
+/// The session is killed (`pg_terminate_backend`) with queries in flight: each gets
+/// `Done(Err)` promptly, queries during the backoff fail at once, and the client
+/// reconnects and runs queries again.
+#[test]
+fn loop_client_reconnects_after_the_session_is_killed() {
+    let server = server();
+    let mut config = config(server.port, SUPERUSER, Some(PASSWORD));
+    config.application_name = Some("keel-loop-victim".into());
+    let mut client = LoopClient::new(&config, &loop_statements()).unwrap();
+    let mut ev = EventLoop::new();
+    client.connect(Instant::now());
+    let mut done = Collected::new();
+    ev.run_until(
+        &mut client,
+        Duration::from_secs(20),
+        collect(&mut done),
+        |c| c.is_ready(),
+    );
+    let first_socket = client.socket_id();
+    for i in 0..5 {
+        client
+            .query(2, &[Some(b"30")], (i, Vec::new()))
+            .map_err(|(_, e)| e)
+            .unwrap();
+    }
+    client.flush();
+    let mut admin = connect(server.port, SUPERUSER, Some(PASSWORD));
+    // Wait until the server runs the first sleep, then kill the session.
+    let killed_at = loop {
+        let killed = rows(
+            &admin
+                .simple_query(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE application_name = 'keel-loop-victim' AND query LIKE '%pg_sleep%'",
+                )
+                .unwrap(),
+        );
+        if !killed.is_empty() {
+            break Instant::now();
+        }
+        ev.turn(&mut client, Duration::from_millis(20), collect(&mut done));
+    };
+    ev.run_until(
+        &mut client,
+        Duration::from_secs(5),
+        collect(&mut done),
+        |c| c.outstanding() == 0,
+    );
+    assert!(killed_at.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        done.iter().map(|d| d.0).collect::<Vec<_>>(),
+        [0, 1, 2, 3, 4]
+    );
+    for (_, rows, result) in &done {
+        assert!(rows.is_empty());
+        let e = result.as_ref().unwrap_err();
+        match e.as_db_error() {
+            Some(db) => assert_eq!(db.code, "57P01", "{e}"),
+            None => assert!(
+                matches!(e, Error::Postgres(proto::Error::Closed) | Error::Net { .. }),
+                "{e:?}"
+            ),
+        }
+    }
+    // During the backoff, a query fails at once and gives its tag back.
+    assert!(!client.is_ready());
+    assert!(client.socket().is_none());
+    let backoff_end = client.poll_timeout().expect("a reconnect is scheduled");
+    assert!(backoff_end <= Instant::now() + Duration::from_millis(60));
+    let (tag, _) = client
+        .query(0, &[Some(b"1"), None], (77, Vec::new()))
+        .unwrap_err();
+    assert_eq!(tag.0, 77);
+    // Then it reconnects on a new socket and works.
+    done.clear();
+    ev.run_until(
+        &mut client,
+        Duration::from_secs(20),
+        collect(&mut done),
+        |c| c.is_ready(),
+    );
+    assert!(client.socket_id() > first_socket);
+    client
+        .query(0, &[Some(b"41"), Some(b"again")], (5, Vec::new()))
+        .map_err(|(_, e)| e)
+        .unwrap();
+    ev.run_until(
+        &mut client,
+        Duration::from_secs(20),
+        collect(&mut done),
+        |c| c.outstanding() == 0,
+    );
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        done[0].1,
+        [vec![Some("42".to_owned()), Some("again".to_owned())]]
+    );
+    drop(server);
+}
+
+/// Nothing listens on the port: queries made while connecting get `Done(Err)` (a
+/// refused connect), queries during the backoff fail at once, and the client tries
+/// again with growing delays, never hanging.
+#[test]
+fn loop_client_backs_off_when_nothing_listens() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = config(port, SUPERUSER, Some(PASSWORD));
+    let mut client: LoopClient<usize> = LoopClient::new(&config, &loop_statements()).unwrap();
+    let mut ev = EventLoop::new();
+    let start = Instant::now();
+    client.connect(start);
+    let mut done: Vec<(usize, Result<u64, Error>)> = Vec::new();
+    // The kernel may refuse the connect at once; then queries already fail.
+    for i in 0..3 {
+        if let Err((tag, e)) = client.query(0, &[Some(b"1"), None], i) {
+            done.push((tag, Err(e)));
+        }
+    }
+    let mut attempts = Vec::new();
+    let end = start + Duration::from_millis(1200);
+    while Instant::now() < end {
+        let id = client.socket_id();
+        ev.turn(&mut client, Duration::from_millis(10), |reply| {
+            if let Reply::Done { tag, result } = reply {
+                done.push((tag, result));
+            }
+        });
+        if client.socket_id() != id {
+            attempts.push(start.elapsed());
+        }
+        if let Some(t) = client.poll_timeout() {
+            if !client.is_ready() && client.socket().is_none() {
+                // Backoff: a query fails at once.
+                let (tag, e) = client.query(0, &[None, None], 100).unwrap_err();
+                assert_eq!(tag, 100);
+                assert!(matches!(e, Error::Connect { .. }), "{e:?}");
+                assert!(t > Instant::now() - Duration::from_millis(20));
+            }
+        }
+    }
+    assert_eq!(done.len(), 3, "{done:?}");
+    for (i, (tag, result)) in done.iter().enumerate() {
+        assert_eq!(*tag, i);
+        let e = result.as_ref().unwrap_err();
+        assert!(
+            matches!(e, Error::Connect { port: p, .. } if *p == port),
+            "{e:?}"
+        );
+    }
+    // 50, 100, 200, 400 ms between attempts: about 4 or 5 more in 1.2 s, not hundreds.
+    assert!((3..=7).contains(&attempts.len()), "{attempts:?}");
+    let gaps: Vec<_> = attempts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.windows(2).all(|g| g[1] >= g[0]),
+        "growing gaps: {gaps:?}"
+    );
+    assert!(!client.is_ready());
 }

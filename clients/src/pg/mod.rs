@@ -30,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+mod loop_client;
 pub mod proto;
 mod url;
 
@@ -42,6 +43,7 @@ use crate::transport::{self, Resolver, Stream};
 use proto::backend::{DataRowBody, RowDescriptionBody, TransactionStatus};
 use proto::{Connection, Event, StartupConfig};
 
+pub use loop_client::{LoopClient, Reply};
 pub use proto::{DbError, ErrorPosition, Limits};
 
 /// Whether the session runs over TLS, negotiated with an `SSLRequest` (§55.2.10).
@@ -349,22 +351,7 @@ impl Client {
                 (stream, tls)
             }
         };
-        let mut nonce = [0u8; 24];
-        openssl::rand::rand_bytes(&mut nonce).map_err(|_| {
-            pg(proto::Error::Scram {
-                reason: "no random bytes for the nonce",
-            })
-        })?;
-        use base64::Engine as _;
-        let conn = Connection::new(StartupConfig {
-            user: config.user.clone(),
-            password: config.password.as_ref().map(|p| p.as_bytes().to_vec()),
-            database: config.dbname.clone(),
-            application_name: config.application_name.clone(),
-            scram_nonce: base64::engine::general_purpose::STANDARD.encode(nonce),
-            limits: config.limits,
-        })
-        .map_err(pg)?;
+        let conn = Connection::new(startup_config(config)?).map_err(pg)?;
         let mut client = Client {
             stream,
             conn,
@@ -1257,6 +1244,26 @@ fn keep<T>(list: &mut Vec<T>, item: T) {
 /// A deadline that never comes in practice (a century from now).
 /// `now + timeout`; a timeout too long to add to an `Instant` (`Duration::MAX`) is
 /// [`far_future`], not an overflow.
+/// The machine's startup configuration for `config`, with a fresh SCRAM nonce (24 bytes
+/// from OpenSSL's CSPRNG, base64-encoded).
+fn startup_config(config: &Config) -> Result<StartupConfig, Error> {
+    let mut nonce = [0u8; 24];
+    openssl::rand::rand_bytes(&mut nonce).map_err(|_| {
+        pg(proto::Error::Scram {
+            reason: "no random bytes for the nonce",
+        })
+    })?;
+    use base64::Engine as _;
+    Ok(StartupConfig {
+        user: config.user.clone(),
+        password: config.password.as_ref().map(|p| p.as_bytes().to_vec()),
+        database: config.dbname.clone(),
+        application_name: config.application_name.clone(),
+        scram_nonce: base64::engine::general_purpose::STANDARD.encode(nonce),
+        limits: config.limits,
+    })
+}
+
 fn deadline_after(timeout: Duration) -> Instant {
     Instant::now()
         .checked_add(timeout)

@@ -1,0 +1,922 @@
+//! [`LoopClient`]: a PostgreSQL session driven by the caller's event loop (epoll or
+//! poll), for a single-threaded server worker that must not block on the database.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::{Duration, Instant};
+
+use keel_net::TcpStream;
+
+use super::proto::backend::DataRowBody;
+use super::proto::{self, Connection, Event};
+use super::{rows_affected, startup_config, Config, SslMode};
+use crate::error::{Error, Phase};
+use crate::transport::Resolver;
+
+/// The first delay before reconnecting after a failure; it doubles after each failed
+/// attempt up to [`MAX_BACKOFF`], and is reset once a session is ready.
+const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest delay between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// The first size of the receive buffer; it grows only for a larger message, up to
+/// [`proto::Limits::max_message_len`] plus the 5-byte header.
+const INITIAL_BUFFER: usize = 16 * 1024;
+/// The default of [`LoopClient::with_max_outstanding`].
+const DEFAULT_MAX_OUTSTANDING: usize = 1024;
+
+/// What [`LoopClient::on_ready`] and [`LoopClient::handle_timeout`] give the caller.
+#[derive(Debug)]
+pub enum Reply<'a, T> {
+    /// One row of the query tagged `tag`: its values in text format (`None` for SQL
+    /// NULL), borrowed from the receive buffer (copy what you keep; the bytes are gone
+    /// when the callback returns). Its column count matches the statement's
+    /// description.
+    Row {
+        /// The caller's tag of the query, mutable so rows can be collected into it.
+        tag: &'a mut T,
+        /// The values.
+        row: DataRowBody<'a>,
+    },
+    /// The query tagged `tag` is over; nothing more comes for it. `Ok` holds the row
+    /// count of its command tag (`SELECT 5`, `UPDATE 5`: rows returned or affected; 0
+    /// for a tag without one). `Err` is [`Error::Postgres`] with
+    /// [`proto::Error::Db`] for the statement's own error (the session stays usable),
+    /// or the reason the session is gone: lost ([`Error::Net`], a `Closed` or `Db`
+    /// `FATAL` error), never made ([`Error::Connect`], [`Error::TimedOut`], an
+    /// authentication error), or a broken protocol.
+    Done {
+        /// The caller's tag of the query.
+        tag: T,
+        /// The outcome.
+        result: Result<u64, Error>,
+    },
+}
+
+/// Where the session is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// [`LoopClient::connect`] was never called.
+    Idle,
+    /// The last attempt failed; the next starts at `until`.
+    Backoff { until: Instant },
+    /// A TCP connect is in progress; `deadline` bounds the whole startup.
+    Connecting { deadline: Instant },
+    /// TCP is up; startup, authentication and the preparation of the statements run.
+    Starting { deadline: Instant },
+    /// The statements are prepared: queries go out as they are made.
+    Ready,
+}
+
+/// Why the session failed, kept so that every waiting query gets its own [`Error`].
+#[derive(Clone, Debug)]
+enum Cause {
+    /// The TCP connect failed.
+    Connect {
+        kind: io::ErrorKind,
+        errno: Option<i32>,
+    },
+    /// A socket call failed after the connect.
+    Io {
+        op: &'static str,
+        kind: io::ErrorKind,
+        errno: Option<i32>,
+    },
+    /// The protocol machine failed (a broken protocol, authentication, a `FATAL`
+    /// error, end of stream).
+    Proto(proto::Error),
+    /// The connect timeout passed.
+    TimedOut(Phase),
+}
+
+impl Cause {
+    fn io(op: &'static str, e: &io::Error) -> Cause {
+        Cause::Io {
+            op,
+            kind: e.kind(),
+            errno: e.raw_os_error(),
+        }
+    }
+
+    fn error(&self, host: &str, port: u16, phase: Phase) -> Error {
+        let io = |kind: io::ErrorKind, errno: Option<i32>| match errno {
+            Some(errno) => io::Error::from_raw_os_error(errno),
+            None => io::Error::from(kind),
+        };
+        match self {
+            Cause::Connect { kind, errno } => Error::Connect {
+                host: host.to_owned(),
+                port,
+                source: keel_net::Error::Io {
+                    op: "connect",
+                    source: io(*kind, *errno),
+                },
+            },
+            Cause::Io { op, kind, errno } => Error::Net {
+                phase,
+                source: keel_net::Error::Io {
+                    op,
+                    source: io(*kind, *errno),
+                },
+            },
+            Cause::Proto(e) => Error::Postgres(e.clone()),
+            Cause::TimedOut(phase) => Error::TimedOut { phase: *phase },
+        }
+    }
+}
+
+/// A query sent to the server, waiting for its replies.
+#[derive(Debug)]
+struct Sent<T> {
+    request: proto::RequestId,
+    tag: T,
+    /// The outcome so far: set by `CommandComplete` or `ErrorResponse`, delivered at
+    /// `ReadyForQuery`.
+    result: Option<Result<u64, Box<proto::DbError>>>,
+}
+
+/// A query made before the statements were prepared.
+#[derive(Debug)]
+struct Waiting<T> {
+    statement: usize,
+    params: Vec<Option<Vec<u8>>>,
+    tag: T,
+}
+
+/// A PostgreSQL session driven by someone else's event loop: no threads, and no
+/// blocking call after [`LoopClient::new`]. Each query runs a statement prepared when
+/// the session started, through the extended protocol with one `Sync` per query
+/// (PostgreSQL documentation
+/// [§55.2.3](https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-FLOW-EXT-QUERY)),
+/// and many may be in flight at once (pipelining,
+/// [§55.2.4](https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-FLOW-PIPELINING)):
+/// one failing query takes no other with it. `T` is the caller's tag for each query,
+/// given back with its rows and its end.
+///
+/// The session is plain TCP: TLS is not supported yet ([`LoopClient::new`] refuses
+/// [`SslMode::VerifyFull`]; [`SslMode::Prefer`] connects in plain text), nor are
+/// Unix-domain sockets. Authentication is what [`super::Client`] supports (trust,
+/// cleartext, MD5, SCRAM-SHA-256). There is no query timeout: a query ends when the
+/// server answers it or the session is lost.
+///
+/// # Driving it
+///
+/// 1. [`LoopClient::connect`] starts connecting.
+/// 2. After every call, [`LoopClient::socket`] says which socket to watch and for what;
+///    when [`LoopClient::socket_id`] changed since the caller registered the socket, it
+///    is a new one (the old one was closed, which removes it from epoll; its number may
+///    be reused), so register it anew.
+/// 3. On readiness, call [`LoopClient::on_ready`]: it reads until `EAGAIN`, gives every
+///    row and every finished query to the callback, and writes pending output. Treat
+///    `EPOLLERR`/`EPOLLHUP` as readable and writable. Spurious wake-ups are harmless.
+/// 4. [`LoopClient::query`] queues queries; call [`LoopClient::flush`] once per loop
+///    turn to write what was queued (many queries in one `write`).
+/// 5. Wait no longer than [`LoopClient::poll_timeout`], then call
+///    [`LoopClient::handle_timeout`].
+///
+/// # Failures
+///
+/// When the session fails or cannot be made (a refused connect, a timeout, end of
+/// stream, a socket error, a protocol error, a `FATAL` error such as
+/// `pg_terminate_backend`'s `57P01`, or a statement that fails to prepare), every
+/// query in flight or waiting gets [`Reply::Done`] with an error at once, the socket is
+/// closed, and a new attempt is scheduled after a backoff (50 ms, doubling to 2 s,
+/// reset once a session is ready). Until that attempt starts, [`LoopClient::query`]
+/// fails at once. Every accepted query gets exactly one `Done`, in the order the
+/// queries were made.
+#[derive(Debug)]
+pub struct LoopClient<T> {
+    config: Config,
+    /// (name, SQL) of each statement, prepared after every connect.
+    statements: Vec<(String, String)>,
+    addrs: Vec<SocketAddr>,
+    /// The address of the next attempt.
+    next_addr: usize,
+    /// Attempts left in this round of addresses before giving up and backing off.
+    round_left: usize,
+    link: Link,
+    stream: Option<TcpStream>,
+    socket_id: u64,
+    conn: Option<Connection>,
+    /// Preparations whose `ReadyForQuery` has not arrived.
+    preparing: usize,
+    rbuf: Vec<u8>,
+    start: usize,
+    end: usize,
+    max_buffer: usize,
+    wbuf: Vec<u8>,
+    /// Bytes of `wbuf` already written.
+    written: usize,
+    sent: VecDeque<Sent<T>>,
+    waiting: VecDeque<Waiting<T>>,
+    backoff: Duration,
+    last_error: Option<Cause>,
+    max_outstanding: usize,
+}
+
+fn pg(e: proto::Error) -> Error {
+    Error::Postgres(e)
+}
+
+impl<T> LoopClient<T> {
+    /// Makes a client for `config` (host, port, user, password, dbname,
+    /// application_name, `connect_timeout`, limits) that prepares `statements` — pairs
+    /// of (name, SQL), the SQL with `$1`-style parameters whose types the server infers
+    /// — after every connect, before any query is sent. Nothing is connected yet: call
+    /// [`LoopClient::connect`].
+    ///
+    /// This is the one blocking call: a host name is resolved here (hosts file, then
+    /// DNS, within `config.connect_timeout`), and the addresses are kept for every
+    /// reconnect. IP literals and `localhost` need no DNS.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Postgres`] with [`proto::Error::InvalidInput`] for an empty statement
+    /// name, a NUL in a name or SQL, or [`SslMode::VerifyFull`] (TLS is not supported);
+    /// [`Error::Resolver`] when the system's resolver configuration cannot be read;
+    /// [`Error::Resolve`] when the host has no address.
+    pub fn new(config: &Config, statements: &[(&str, &str)]) -> Result<Self, Error> {
+        if config.ssl_mode == SslMode::VerifyFull {
+            return Err(pg(proto::Error::InvalidInput {
+                what: "tls is not supported by the event-loop client",
+            }));
+        }
+        for (name, sql) in statements {
+            if name.is_empty() {
+                return Err(pg(proto::Error::InvalidInput {
+                    what: "empty statement name",
+                }));
+            }
+            if name.contains('\0') || sql.contains('\0') {
+                return Err(pg(proto::Error::InvalidInput {
+                    what: "statement name or sql holds a nul",
+                }));
+            }
+        }
+        let addrs = resolve(&config.host, config.port, config.connect_timeout)?;
+        Ok(LoopClient {
+            config: config.clone(),
+            statements: statements
+                .iter()
+                .map(|(n, s)| ((*n).to_owned(), (*s).to_owned()))
+                .collect(),
+            round_left: addrs.len(),
+            addrs,
+            next_addr: 0,
+            link: Link::Idle,
+            stream: None,
+            socket_id: 0,
+            conn: None,
+            preparing: 0,
+            rbuf: Vec::new(),
+            start: 0,
+            end: 0,
+            max_buffer: config.limits.max_message_len.saturating_add(5),
+            wbuf: Vec::new(),
+            written: 0,
+            sent: VecDeque::new(),
+            waiting: VecDeque::new(),
+            backoff: INITIAL_BACKOFF,
+            last_error: None,
+            max_outstanding: DEFAULT_MAX_OUTSTANDING,
+        })
+    }
+
+    /// Sets the most queries that may be in flight or waiting at once (default 1024);
+    /// [`LoopClient::query`] refuses more with [`Error::QueueFull`].
+    ///
+    /// # Panics
+    ///
+    /// When `max_outstanding` is 0.
+    #[must_use]
+    pub fn with_max_outstanding(mut self, max_outstanding: usize) -> Self {
+        assert!(max_outstanding > 0, "max_outstanding must be positive");
+        self.max_outstanding = max_outstanding;
+        self
+    }
+
+    /// The resolved addresses, tried in turn.
+    #[must_use]
+    pub fn addresses(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Starts connecting, without waiting: a non-blocking socket and `connect(2)`, then
+    /// (driven by [`LoopClient::on_ready`]) the startup, authentication and the
+    /// preparation of the statements, all within `config.connect_timeout` from now.
+    /// Does nothing when a session is being made or ready; cancels a pending backoff.
+    /// A connect the kernel refuses at once moves to the next address, and when every
+    /// address failed, to a backoff (see [`LoopClient::poll_timeout`]).
+    pub fn connect(&mut self, now: Instant) {
+        if matches!(self.link, Link::Idle | Link::Backoff { .. }) {
+            self.round_left = self.addrs.len();
+            let deadline = now + self.config.connect_timeout;
+            self.start_attempt(now, deadline, &mut |_| {});
+        }
+    }
+
+    /// Starts a TCP connect to the next address; on an immediate failure moves on, and
+    /// after the last address fails everything waiting.
+    fn start_attempt(&mut self, now: Instant, deadline: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
+        loop {
+            let addr = self.addrs[self.next_addr % self.addrs.len()];
+            self.next_addr = (self.next_addr + 1) % self.addrs.len();
+            self.round_left = self.round_left.saturating_sub(1);
+            self.close_socket();
+            match TcpStream::connect_nonblocking(addr) {
+                Ok((stream, connected)) => {
+                    self.stream = Some(stream);
+                    self.socket_id += 1;
+                    self.link = Link::Connecting { deadline };
+                    if connected {
+                        self.connected(now, deadline, f);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let cause = match &e {
+                        keel_net::Error::Io {
+                            op: "connect",
+                            source,
+                        } => Cause::Connect {
+                            kind: source.kind(),
+                            errno: source.raw_os_error(),
+                        },
+                        keel_net::Error::Io { op, source } => Cause::io(op, source),
+                        _ => Cause::Connect {
+                            kind: io::ErrorKind::Other,
+                            errno: None,
+                        },
+                    };
+                    if self.round_left == 0 {
+                        self.fail(now, cause, f);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The TCP connect succeeded: start the session.
+    fn connected(&mut self, now: Instant, deadline: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
+        let conn = match startup_config(&self.config).and_then(|c| Connection::new(c).map_err(pg)) {
+            Ok(conn) => conn,
+            Err(Error::Postgres(e)) => return self.fail(now, Cause::Proto(e), f),
+            Err(_) => {
+                return self.fail(
+                    now,
+                    Cause::Proto(proto::Error::InvalidInput {
+                        what: "startup configuration",
+                    }),
+                    f,
+                )
+            }
+        };
+        self.conn = Some(conn);
+        self.link = Link::Starting { deadline };
+        self.rbuf.resize(INITIAL_BUFFER.min(self.max_buffer), 0);
+        self.start = 0;
+        self.end = 0;
+        self.write(now, f);
+    }
+
+    /// The socket to watch, while there is one: (fd, wants read, wants write). While
+    /// connecting it wants only writability (which reports the connect's outcome);
+    /// then readability always, and writability while output is pending.
+    #[must_use]
+    pub fn socket(&self) -> Option<(BorrowedFd<'_>, bool, bool)> {
+        let stream = self.stream.as_ref()?;
+        let connecting = matches!(self.link, Link::Connecting { .. });
+        let pending = self.written < self.wbuf.len()
+            || self.conn.as_ref().is_some_and(Connection::wants_write);
+        Some((stream.as_fd(), !connecting, connecting || pending))
+    }
+
+    /// A number that changes every time a new socket is made (0 before the first):
+    /// when it differs from the one the caller registered, register
+    /// [`LoopClient::socket`] anew. A closed socket leaves epoll by itself.
+    #[must_use]
+    pub fn socket_id(&self) -> u64 {
+        self.socket_id
+    }
+
+    /// Whether the statements are prepared and queries go out as they are made.
+    #[must_use]
+    pub fn is_ready(&self) -> bool {
+        self.link == Link::Ready
+    }
+
+    /// The number of queries in flight or waiting for the session.
+    #[must_use]
+    pub fn outstanding(&self) -> usize {
+        self.sent.len() + self.waiting.len()
+    }
+
+    /// Handles readiness of [`LoopClient::socket`]: finishes a connect, reads until
+    /// `EAGAIN` and feeds the protocol machine, calling `f` with a [`Reply::Row`] per
+    /// row and a [`Reply::Done`] per finished query, and writes pending output when
+    /// `writable` (and during the startup). On a failure, `f` gets a `Done` with an
+    /// error for every query in flight or waiting, and a reconnect is scheduled.
+    pub fn on_ready(
+        &mut self,
+        now: Instant,
+        readable: bool,
+        writable: bool,
+        mut f: impl FnMut(Reply<'_, T>),
+    ) {
+        let f: &mut dyn FnMut(Reply<'_, T>) = &mut f;
+        match self.link {
+            Link::Connecting { deadline } => {
+                if !(readable || writable) {
+                    return;
+                }
+                let Some(stream) = &self.stream else { return };
+                match stream.take_error() {
+                    Ok(None) if writable => self.connected(now, deadline, f),
+                    Ok(None) => {}
+                    Ok(Some(e)) => self.connect_failed(
+                        now,
+                        deadline,
+                        Cause::Connect {
+                            kind: e.kind(),
+                            errno: e.raw_os_error(),
+                        },
+                        f,
+                    ),
+                    Err(e) => self.connect_failed(
+                        now,
+                        deadline,
+                        Cause::Connect {
+                            kind: io::ErrorKind::Other,
+                            errno: match e {
+                                keel_net::Error::Io { source, .. } => source.raw_os_error(),
+                                _ => None,
+                            },
+                        },
+                        f,
+                    ),
+                }
+            }
+            Link::Starting { .. } | Link::Ready => {
+                if readable {
+                    self.read(now, f);
+                }
+                let starting = matches!(self.link, Link::Starting { .. });
+                if (writable || starting) && self.stream.is_some() {
+                    self.write(now, f);
+                }
+            }
+            Link::Idle | Link::Backoff { .. } => {}
+        }
+    }
+
+    /// A TCP connect failed: try the next address of this round, or give up.
+    fn connect_failed(
+        &mut self,
+        now: Instant,
+        deadline: Instant,
+        cause: Cause,
+        f: &mut dyn FnMut(Reply<'_, T>),
+    ) {
+        if self.round_left > 0 && now < deadline {
+            self.last_error = Some(cause);
+            self.start_attempt(now, deadline, f);
+        } else {
+            self.fail(now, cause, f);
+        }
+    }
+
+    /// Writes the output queued by [`LoopClient::query`] (one `write`, more only
+    /// while the socket takes it). Call it once per loop turn after queueing; what the
+    /// socket does not take is written on the next writable [`LoopClient::on_ready`].
+    /// A socket error fails the session on the next [`LoopClient::on_ready`] (the
+    /// read sees it), so this takes no callback.
+    pub fn flush(&mut self) {
+        if self.link != Link::Ready {
+            return;
+        }
+        if let Some(conn) = &mut self.conn {
+            conn.poll_transmit(&mut self.wbuf);
+        }
+        // An error is seen again by the next read or write.
+        let _ = self.write_some();
+    }
+
+    /// Writes from `wbuf` until it is empty or the socket is full.
+    fn write_some(&mut self) -> io::Result<()> {
+        let Some(stream) = &self.stream else {
+            return Ok(());
+        };
+        while self.written < self.wbuf.len() {
+            match stream.write_nonblocking(&self.wbuf[self.written..]) {
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if self.written == self.wbuf.len() {
+            self.wbuf.clear();
+            self.written = 0;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
+        if let Some(conn) = &mut self.conn {
+            conn.poll_transmit(&mut self.wbuf);
+        }
+        if let Err(e) = self.write_some() {
+            self.fail(now, Cause::io("write", &e), f);
+        }
+    }
+
+    fn read(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
+        loop {
+            if self.end == self.rbuf.len() {
+                if self.start > 0 {
+                    self.rbuf.copy_within(self.start..self.end, 0);
+                    self.end -= self.start;
+                    self.start = 0;
+                } else if self.rbuf.len() < self.max_buffer {
+                    // The machine refuses a message over the limit from its header, so
+                    // the buffer never needs to pass `max_buffer`.
+                    let len = (self.rbuf.len() * 2)
+                        .clamp(INITIAL_BUFFER.min(self.max_buffer), self.max_buffer);
+                    self.rbuf.resize(len, 0);
+                } else {
+                    let limit = self.config.limits.max_message_len;
+                    return self.fail(
+                        now,
+                        Cause::Proto(proto::Error::MessageTooLong {
+                            kind: self.rbuf.first().copied().unwrap_or(0),
+                            len: self.rbuf.len(),
+                            limit,
+                        }),
+                        f,
+                    );
+                }
+            }
+            let Some(stream) = &self.stream else { return };
+            match stream.read_nonblocking(&mut self.rbuf[self.end..]) {
+                Ok(0) => {
+                    if let Some(conn) = &mut self.conn {
+                        conn.handle_eof();
+                    }
+                    return self.fail(now, Cause::Proto(proto::Error::Closed), f);
+                }
+                Ok(n) => {
+                    self.end += n;
+                    if !self.process(now, f) {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => return self.fail(now, Cause::io("read", &e), f),
+            }
+        }
+    }
+
+    /// Feeds every whole message in the receive buffer to the machine. Returns `false`
+    /// when the session failed.
+    fn process(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) -> bool {
+        loop {
+            let Some(conn) = &mut self.conn else {
+                return false;
+            };
+            let input = match conn.feed(&self.rbuf[self.start..self.end]) {
+                Ok(Some(input)) => input,
+                Ok(None) => break,
+                Err(e) => {
+                    self.fail(now, Cause::Proto(e), f);
+                    return false;
+                }
+            };
+            let consumed = input.consumed;
+            let mut failure = None;
+            let mut ready = false;
+            let mut prepared = false;
+            // Replies to a request that is not the first query sent are replies to
+            // a preparation: every preparation ends before the first query is sent.
+            let to_query = |request: proto::RequestId, sent: &VecDeque<Sent<T>>| {
+                sent.front().is_some_and(|s| s.request == request)
+            };
+            match input.event {
+                Event::DataRow { request, row } if to_query(request, &self.sent) => {
+                    if let Some(front) = self.sent.front_mut() {
+                        f(Reply::Row {
+                            tag: &mut front.tag,
+                            row,
+                        });
+                    }
+                }
+                Event::CommandComplete { request, tag } if to_query(request, &self.sent) => {
+                    if let Some(front) = self.sent.front_mut() {
+                        front.result = Some(Ok(rows_affected(tag).unwrap_or(0)));
+                    }
+                }
+                Event::EmptyQueryResponse { request } if to_query(request, &self.sent) => {
+                    if let Some(front) = self.sent.front_mut() {
+                        front.result = Some(Ok(0));
+                    }
+                }
+                Event::QueryError { request, error } => {
+                    if to_query(request, &self.sent) {
+                        if let Some(front) = self.sent.front_mut() {
+                            front.result = Some(Err(error));
+                        }
+                    } else {
+                        // A statement that does not prepare: no query can use it.
+                        failure = Some(Cause::Proto(proto::Error::Db(error)));
+                    }
+                }
+                Event::ReadyForQuery { request, .. } => {
+                    if to_query(request, &self.sent) {
+                        if let Some(done) = self.sent.pop_front() {
+                            let result = match done.result {
+                                Some(Ok(n)) => Ok(n),
+                                Some(Err(db)) => Err(pg(proto::Error::Db(db))),
+                                // The machine refuses a ReadyForQuery before an answer.
+                                None => Ok(0),
+                            };
+                            f(Reply::Done {
+                                tag: done.tag,
+                                result,
+                            });
+                        }
+                    } else {
+                        prepared = true;
+                    }
+                }
+                Event::Ready { .. } => ready = true,
+                Event::CopyInResponse { .. } => {
+                    // A prepared COPY FROM STDIN: no data to give; abandon it.
+                    let _ = conn.copy_fail("copy is not supported by the event-loop client");
+                }
+                _ => {}
+            }
+            self.start += consumed;
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+            }
+            if let Some(cause) = failure {
+                self.fail(now, cause, f);
+                return false;
+            }
+            if ready {
+                self.prepare_statements(now, f);
+            } else if prepared {
+                self.preparing = self.preparing.saturating_sub(1);
+                if self.preparing == 0 {
+                    self.become_ready(now, f);
+                }
+            }
+            if self.conn.is_none() {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn prepare_statements(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
+        let Some(conn) = &mut self.conn else { return };
+        for (name, sql) in &self.statements {
+            if let Err(e) = conn.prepare(name, sql, &[]) {
+                return self.fail(now, Cause::Proto(e), f);
+            }
+        }
+        self.preparing = self.statements.len();
+        if self.preparing == 0 {
+            self.become_ready(now, f);
+        }
+    }
+
+    /// The statements are prepared: send the queries that waited.
+    fn become_ready(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
+        self.link = Link::Ready;
+        self.backoff = INITIAL_BACKOFF;
+        self.last_error = None;
+        self.round_left = self.addrs.len();
+        let Some(conn) = &mut self.conn else { return };
+        while let Some(w) = self.waiting.pop_front() {
+            let params: Vec<Option<&[u8]>> = w.params.iter().map(Option::as_deref).collect();
+            match conn.execute_prepared(&self.statements[w.statement].0, &params) {
+                Ok(request) => self.sent.push_back(Sent {
+                    request,
+                    tag: w.tag,
+                    result: None,
+                }),
+                // `query` checked what the machine could refuse, so only a failed
+                // machine gets here.
+                Err(e) => {
+                    self.waiting.push_front(w);
+                    return self.fail(now, Cause::Proto(e), f);
+                }
+            }
+        }
+        self.write(now, f);
+    }
+
+    /// Closes the socket (it leaves epoll by itself) and drops the session.
+    fn close_socket(&mut self) {
+        self.stream = None;
+        self.conn = None;
+        self.wbuf.clear();
+        self.written = 0;
+        self.start = 0;
+        self.end = 0;
+        self.preparing = 0;
+    }
+
+    /// The session failed or could not be made: every query gets `Done` with an
+    /// error, in order, and a reconnect is scheduled after the backoff.
+    fn fail(&mut self, now: Instant, cause: Cause, f: &mut dyn FnMut(Reply<'_, T>)) {
+        let phase = match self.link {
+            Link::Ready => Phase::Query,
+            Link::Connecting { .. } => Phase::Connect,
+            _ => Phase::Startup,
+        };
+        self.close_socket();
+        self.link = Link::Backoff {
+            until: now + self.backoff,
+        };
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        let (host, port) = (self.config.host.as_str(), self.config.port);
+        for sent in std::mem::take(&mut self.sent) {
+            f(Reply::Done {
+                tag: sent.tag,
+                result: Err(cause.error(host, port, phase)),
+            });
+        }
+        for waiting in std::mem::take(&mut self.waiting) {
+            f(Reply::Done {
+                tag: waiting.tag,
+                result: Err(cause.error(host, port, phase)),
+            });
+        }
+        self.last_error = Some(cause);
+    }
+
+    /// Queues statement number `statement` (an index into the `statements` given to
+    /// [`LoopClient::new`]) with `params` in text format (`None` for SQL NULL): `Bind`,
+    /// `Execute` and `Sync` (§55.2.3). When the session is ready the bytes wait for
+    /// [`LoopClient::flush`]; while it is being made, the query waits until the
+    /// statements are prepared. Its rows and its end come to the callback of
+    /// [`LoopClient::on_ready`] (or of [`LoopClient::handle_timeout`], or of a later
+    /// call, on a failure) with `tag`.
+    ///
+    /// # Errors
+    ///
+    /// Nothing is queued, and `tag` comes back with: the last connection error (or
+    /// [`proto::Error::NotReady`] before [`LoopClient::connect`]) while no session is
+    /// being made (during the backoff after a failure); [`Error::QueueFull`] when
+    /// `max_outstanding` queries are outstanding or more than
+    /// `config.limits.max_message_len` bytes of output are unsent;
+    /// [`proto::Error::InvalidInput`] for a statement index out of range, more than
+    /// 32,767 parameters or one longer than 2^31 - 1 bytes.
+    pub fn query(
+        &mut self,
+        statement: usize,
+        params: &[Option<&[u8]>],
+        tag: T,
+    ) -> Result<(), (T, Error)> {
+        let invalid = |what| pg(proto::Error::InvalidInput { what });
+        if statement >= self.statements.len() {
+            return Err((tag, invalid("statement index out of range")));
+        }
+        if params.len() > i16::MAX as usize {
+            return Err((tag, invalid("more than 32767 parameters")));
+        }
+        if params
+            .iter()
+            .flatten()
+            .any(|p| i32::try_from(p.len()).is_err())
+        {
+            return Err((tag, invalid("parameter longer than 2^31 - 1 bytes")));
+        }
+        if self.outstanding() >= self.max_outstanding {
+            return Err((
+                tag,
+                Error::QueueFull {
+                    what: "queries outstanding",
+                    limit: self.max_outstanding,
+                },
+            ));
+        }
+        if self.wbuf.len() - self.written > self.config.limits.max_message_len {
+            return Err((
+                tag,
+                Error::QueueFull {
+                    what: "bytes of output unsent",
+                    limit: self.config.limits.max_message_len,
+                },
+            ));
+        }
+        match self.link {
+            Link::Ready => {
+                let Some(conn) = &mut self.conn else {
+                    return Err((tag, pg(proto::Error::Closed)));
+                };
+                match conn.execute_prepared(&self.statements[statement].0, params) {
+                    Ok(request) => {
+                        conn.poll_transmit(&mut self.wbuf);
+                        self.sent.push_back(Sent {
+                            request,
+                            tag,
+                            result: None,
+                        });
+                        Ok(())
+                    }
+                    Err(e) => Err((tag, pg(e))),
+                }
+            }
+            Link::Connecting { .. } | Link::Starting { .. } => {
+                self.waiting.push_back(Waiting {
+                    statement,
+                    params: params.iter().map(|p| p.map(<[u8]>::to_vec)).collect(),
+                    tag,
+                });
+                Ok(())
+            }
+            Link::Idle | Link::Backoff { .. } => {
+                let e = match &self.last_error {
+                    Some(cause) => cause.error(&self.config.host, self.config.port, Phase::Connect),
+                    None => pg(proto::Error::NotReady),
+                };
+                Err((tag, e))
+            }
+        }
+    }
+
+    /// When [`LoopClient::handle_timeout`] must be called next: the end of the
+    /// backoff before reconnecting, or the connect deadline while a session is being
+    /// made; `None` when idle or ready.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.link {
+            Link::Backoff { until } => Some(until),
+            Link::Connecting { deadline } | Link::Starting { deadline } => Some(deadline),
+            Link::Idle | Link::Ready => None,
+        }
+    }
+
+    /// Handles the clock: after the backoff, starts reconnecting (as
+    /// [`LoopClient::connect`]); past the connect deadline, fails the attempt with
+    /// [`Error::TimedOut`] ([`Phase::Connect`] or [`Phase::Startup`]), giving `f` a
+    /// [`Reply::Done`] for every waiting query. Early calls do nothing.
+    pub fn handle_timeout(&mut self, now: Instant, mut f: impl FnMut(Reply<'_, T>)) {
+        match self.link {
+            Link::Backoff { until } if now >= until => {
+                self.round_left = self.addrs.len();
+                let deadline = now + self.config.connect_timeout;
+                self.start_attempt(now, deadline, &mut f);
+            }
+            Link::Connecting { deadline } if now >= deadline => {
+                self.fail(now, Cause::TimedOut(Phase::Connect), &mut f);
+            }
+            Link::Starting { deadline } if now >= deadline => {
+                self.fail(now, Cause::TimedOut(Phase::Startup), &mut f);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The addresses of `host`:`port`: an IP literal as is; `localhost` as the loopback
+/// addresses (IPv4 first) when the hosts file has no entry; otherwise the resolver's
+/// answer (IPv6 first). Blocks at most `timeout`.
+fn resolve(host: &str, port: u16, timeout: Duration) -> Result<Vec<SocketAddr>, Error> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let resolver = Resolver::from_system().map_err(Error::Resolver)?;
+    let lookup = resolver.lookup_ip(host, super::deadline_after(timeout));
+    let addrs: Vec<SocketAddr> = lookup
+        .addresses()
+        .into_iter()
+        .map(|ip| SocketAddr::new(ip, port))
+        .collect();
+    if !addrs.is_empty() {
+        return Ok(addrs);
+    }
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(vec![
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), port),
+        ]);
+    }
+    let source = match (lookup.a, lookup.aaaa) {
+        (Err(e), _) | (Ok(_), Err(e)) => e,
+        // Both answered without an address (`addresses` is empty).
+        (Ok(_), Ok(_)) => keel_net::Error::NoAddress {
+            name: host.to_owned(),
+        },
+    };
+    Err(Error::Resolve {
+        host: host.to_owned(),
+        source,
+    })
+}
