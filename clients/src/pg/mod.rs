@@ -10,8 +10,9 @@
 //! from the receive buffer ([`Client::simple_query_with`]) or collected
 //! ([`Client::simple_query`]), COPY in and out ([`Client::copy_in`],
 //! [`Client::copy_out`]), server errors as [`DbError`] with every field, notices,
-//! notifications, parameter status and `CancelRequest`. `DESIGN.md` lists what is
-//! missing.
+//! notifications, parameter status and `CancelRequest`. For an event loop (keel-server's
+//! worker), [`LoopClient`] runs prepared statements without blocking, pipelined with one
+//! `Sync` each, and reconnects on its own. `DESIGN.md` lists what is missing.
 //!
 //! ```no_run
 //! use keel_clients::pg::{Client, Config, SimpleQueryMessage};
