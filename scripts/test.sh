@@ -33,6 +33,11 @@ fi
 if ! command -v initdb >/dev/null 2>&1 && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
   missing+=(postgresql)
 fi
+# The techempower database fixture (scripts/techempower-db.sh) preloads pg_stat_statements;
+# Debian ships it inside postgresql-<version>, which postgresql-contrib depends on.
+if ! compgen -G '/usr/share/postgresql/*/extension/pg_stat_statements.control' >/dev/null; then
+  missing+=(postgresql-contrib)
+fi
 if ((${#missing[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${missing[*]}"
