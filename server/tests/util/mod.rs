@@ -2,6 +2,7 @@
 //! child process on an ephemeral port, talk to it over real sockets, read responses.
 #![allow(dead_code)]
 
+pub mod techempower_db;
 pub mod techempower_verify;
 
 use std::io::{BufRead, BufReader, Read, Write};
