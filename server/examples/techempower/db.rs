@@ -24,6 +24,12 @@ const FORTUNES: usize = 1;
 const UPDATE: usize = 2;
 const ALL_WORLDS: usize = 3;
 
+/// Statements one connection may have in flight: TechEmpower's heaviest load is 512
+/// clients each waiting on 20 statements (or, in its verifier, 500), all of which may
+/// land on one worker's connection; beyond this, requests get 503 at once rather than
+/// queue without bound (each costs some 100 bytes while it waits).
+const MAX_IN_FLIGHT: usize = 1 << 18;
+
 /// Rows in `World`; ids are 1..=ROWS.
 const ROWS: u32 = 10_000;
 
@@ -221,10 +227,12 @@ impl Db {
     pub fn new(config: &Config, n: usize) -> Db {
         let conns = (0..n)
             .map(|_| Connection {
-                client: LoopClient::new(config, STATEMENTS).unwrap_or_else(|e| {
-                    eprintln!("techempower: --db: {e}");
-                    std::process::exit(2);
-                }),
+                client: LoopClient::new(config, STATEMENTS)
+                    .unwrap_or_else(|e| {
+                        eprintln!("techempower: --db: {e}");
+                        std::process::exit(2);
+                    })
+                    .with_max_outstanding(MAX_IN_FLIGHT),
                 registered: None,
             })
             .collect();
