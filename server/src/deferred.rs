@@ -36,6 +36,9 @@ pub(crate) struct Key {
 #[derive(Debug, Default)]
 pub(crate) struct Completions {
     next_seq: Cell<u64>,
+    /// Something was completed or abandoned since the worker last took them: one load
+    /// per loop turn in the usual case, where nothing was.
+    waiting: Cell<bool>,
     inner: RefCell<Inner>,
 }
 
@@ -58,9 +61,9 @@ impl Completions {
     }
 
     /// Whether anything waits for the worker.
+    #[inline(always)]
     pub(crate) fn any(&self) -> bool {
-        let inner = self.inner.borrow();
-        !inner.done.is_empty() || !inner.abandoned.is_empty()
+        self.waiting.get()
     }
 
     /// Moves what is waiting into `done` and `abandoned` (both empty on entry).
@@ -68,6 +71,7 @@ impl Completions {
         let mut inner = self.inner.borrow_mut();
         std::mem::swap(&mut inner.done, done);
         std::mem::swap(&mut inner.abandoned, abandoned);
+        self.waiting.set(false);
     }
 
     /// Gives back a response that was written, for the next completion.
@@ -124,6 +128,7 @@ impl Deferred {
         let mut res = spare.unwrap_or_default();
         fill(&mut res);
         completions.inner.borrow_mut().done.push((self.key, res));
+        completions.waiting.set(true);
     }
 }
 
@@ -131,6 +136,7 @@ impl Drop for Deferred {
     fn drop(&mut self) {
         if let Some(completions) = self.completions.take() {
             completions.inner.borrow_mut().abandoned.push(self.key);
+            completions.waiting.set(true);
         }
     }
 }
