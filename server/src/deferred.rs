@@ -21,13 +21,13 @@ use std::os::fd::BorrowedFd;
 use std::rc::Rc;
 use std::time::Instant;
 
-/// Which request a [`Deferred`] answers: the connection's slab slot, the slot's
-/// generation (bumped when its connection goes) and the worker-wide sequence number of
-/// the deferral (so a handle can answer only the request it was made for).
+/// Which request a [`Deferred`] answers: the connection's slab slot and the
+/// worker-wide sequence number of the deferral, which the connection keeps while it
+/// waits (so a handle answers only the request it was made for, never a later
+/// connection in the same slot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Key {
     pub(crate) slot: u32,
-    pub(crate) generation: u32,
     pub(crate) seq: u64,
 }
 

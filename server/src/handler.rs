@@ -95,9 +95,9 @@ pub struct Response {
     source: Option<Source>,
     close: bool,
     invalid_field: bool,
-    /// The connection slot and its generation of the request being answered: set by
-    /// the worker before each call of the handler, for [`Response::defer`].
-    pub(crate) origin: (u32, u32),
+    /// The connection slot of the request being answered: set by the worker before
+    /// each call of the handler, for [`Response::defer`].
+    pub(crate) origin: u32,
     /// The sequence number of the [`Deferred`] made for this request, if one was.
     pub(crate) deferred: Option<u64>,
     /// Where a [`Deferred`] of this worker's responses reports; `None` outside a worker
@@ -124,7 +124,7 @@ impl Response {
             source: None,
             close: false,
             invalid_field: false,
-            origin: (0, 0),
+            origin: 0,
             deferred: None,
             completions: None,
         }
@@ -158,21 +158,13 @@ impl Response {
     /// nothing.
     pub fn defer(&mut self) -> Deferred {
         let Some(completions) = &self.completions else {
-            return Deferred::new(
-                Key {
-                    slot: 0,
-                    generation: 0,
-                    seq: 0,
-                },
-                None,
-            );
+            return Deferred::new(Key { slot: 0, seq: 0 }, None);
         };
         let seq = completions.next_seq();
         self.deferred = Some(seq);
         Deferred::new(
             Key {
-                slot: self.origin.0,
-                generation: self.origin.1,
+                slot: self.origin,
                 seq,
             },
             Some(Rc::clone(completions)),

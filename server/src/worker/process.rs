@@ -133,7 +133,7 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// waits for it; then answers the requests that waited behind it and writes.
     pub(super) fn finish_deferred(&mut self, key: Key, res: Option<&mut Response>) {
         let i = key.slot as usize;
-        if self.generations.get(i) != Some(&key.generation) {
+        if i >= self.conns.len() {
             return;
         }
         let shutting_down = self.shutdown_deadline.is_some();
@@ -241,7 +241,6 @@ impl<'t, H: Handler> Worker<'t, H> {
             config,
             log,
             log_dropped,
-            generations,
             ..
         } = self;
         let c = conns[i]
@@ -347,7 +346,7 @@ impl<'t, H: Handler> Worker<'t, H> {
                 (None, None) => &[],
             };
             response.reset();
-            response.origin = (i as u32, generations[i]);
+            response.origin = i as u32;
             match finished_sink {
                 Some(sink) => sink.0.finish(&Request::new(req, &[]), response),
                 None => handler.handle(&Request::new(req, content), response),
