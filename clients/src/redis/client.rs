@@ -554,7 +554,7 @@ impl Client {
     ) -> Result<Option<Vec<Value>>, Error> {
         // Before MULTI: a command refused after it would leave the server inside the
         // transaction, queuing the next caller's commands.
-        check_commands(commands)?;
+        check_commands(commands, true)?;
         match self.reply(&["MULTI"]) {
             Ok(reply) => {
                 into_result(reply)?;
@@ -758,7 +758,7 @@ impl Client {
     ) -> Result<Vec<Value>, Error> {
         // Every command is checked before any is sent: one refused part-way would
         // leave the ones before it queued, to run with the next call.
-        check_commands(commands)?;
+        check_commands(commands, self.conn.in_multi())?;
         self.reconnect_if_closed()?;
         if self.conn.in_flight() == 0 {
             // Nothing is due: bytes that arrived anyway answer no command, and would
@@ -1135,14 +1135,19 @@ fn is_blocking<A: AsRef<[u8]>>(args: &[A]) -> bool {
 
 /// Refuses `commands` when one of them would be refused by the connection
 /// ([`super::conn::command_problem`]), before any is sent.
-pub(super) fn check_commands<C: AsRef<[A]>, A: AsRef<[u8]>>(commands: &[C]) -> Result<(), Error> {
-    match commands
-        .iter()
-        .find_map(|c| super::conn::command_problem(c.as_ref()))
-    {
-        Some(what) => Err(redis(RedisError::InvalidInput { what })),
-        None => Ok(()),
+/// `in_multi` says whether the server is inside a transaction before the first; the
+/// commands' own `MULTI`, `EXEC` and `DISCARD` are followed.
+pub(super) fn check_commands<C: AsRef<[A]>, A: AsRef<[u8]>>(
+    commands: &[C],
+    mut in_multi: bool,
+) -> Result<(), Error> {
+    for c in commands {
+        if let Some(what) = super::conn::command_problem(c.as_ref(), in_multi) {
+            return Err(redis(RedisError::InvalidInput { what }));
+        }
+        in_multi = super::conn::multi_after(c.as_ref(), in_multi);
     }
+    Ok(())
 }
 
 fn far_future() -> Instant {

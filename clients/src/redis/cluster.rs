@@ -431,7 +431,7 @@ impl ClusterClient {
     ///
     /// As [`ClusterClient::cmd`], without the server error.
     pub fn reply<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value, Error> {
-        super::client::check_commands(&[args])?;
+        super::client::check_commands(&[args], false)?;
         let owned: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
         if let Some(split) = split_by_slot(&owned) {
             return self.run_split(split);
@@ -456,7 +456,7 @@ impl ClusterClient {
         &mut self,
         commands: &[C],
     ) -> Result<Vec<Value>, Error> {
-        super::client::check_commands(commands)?;
+        super::client::check_commands(commands, false)?;
         let owned: Vec<Vec<Vec<u8>>> = commands
             .iter()
             .map(|c| c.as_ref().iter().map(|a| a.as_ref().to_vec()).collect())

@@ -199,6 +199,8 @@ pub struct Connection {
     fifo: VecDeque<Pending>,
     next_id: u64,
     failed: Option<Error>,
+    /// A caller's `MULTI` was sent and no `EXEC`, `DISCARD` or `RESET` after it.
+    in_multi: bool,
     channels: BTreeSet<Vec<u8>>,
     patterns: BTreeSet<Vec<u8>>,
     shard_channels: BTreeSet<Vec<u8>>,
@@ -217,6 +219,7 @@ impl Connection {
             fifo: VecDeque::new(),
             next_id: 0,
             failed: None,
+            in_multi: false,
             channels: BTreeSet::new(),
             patterns: BTreeSet::new(),
             shard_channels: BTreeSet::new(),
@@ -351,10 +354,20 @@ impl Connection {
                 what: "a command needs a name",
             });
         }
-        if let Some(what) = breaks_reply_counting(args) {
+        if let Some(what) = command_problem(args, self.in_multi) {
             return Err(Error::InvalidInput { what });
         }
+        self.in_multi = multi_after(args, self.in_multi);
         Ok(self.queue(args, Purpose::Caller))
+    }
+
+    /// Whether the commands sent so far leave the server inside a transaction: a
+    /// `MULTI` not yet followed by `EXEC`, `DISCARD` or `RESET` (counted as sent, so a
+    /// `MULTI` the server refused counts too: the client then refuses a little more
+    /// than it must, never less).
+    #[must_use]
+    pub fn in_multi(&self) -> bool {
+        self.in_multi
     }
 
     /// Gives up on the command numbered `id`: its reply will be read and dropped
@@ -648,11 +661,58 @@ impl Connection {
 /// if it would: an empty command, or one that breaks the one-reply-per-command rule.
 /// A driver checks every command of a pipeline or transaction with it before it sends
 /// any, so that none of them runs when one is refused.
-pub(crate) fn command_problem<A: AsRef<[u8]>>(args: &[A]) -> Option<&'static str> {
+///
+/// `in_multi` says whether the server is inside a transaction when the command
+/// arrives (see [`multi_after`]): there, a command that changes the connection's state
+/// (`SUBSCRIBE` and its family, `HELLO`, `RESET`, `SELECT`, `CLIENT TRACKING`) is
+/// refused, since it is answered `+QUEUED` and takes effect at `EXEC`, where the
+/// machine could not follow it: a subscription it does not know of would hand pub/sub
+/// messages to later callers, a protocol switch it assumed would read the replies
+/// wrong.
+pub(crate) fn command_problem<A: AsRef<[u8]>>(args: &[A], in_multi: bool) -> Option<&'static str> {
     if args.is_empty() {
         return Some("a command needs a name");
     }
+    if in_multi && changes_connection_state(args) {
+        return Some(
+            "SUBSCRIBE, HELLO, RESET, SELECT and CLIENT TRACKING change the connection at EXEC, \
+             which the client cannot follow: send them outside MULTI",
+        );
+    }
     breaks_reply_counting(args)
+}
+
+/// Whether the server is inside a transaction after the command `args`, when it was
+/// (`in_multi`) or was not before: `MULTI` begins one; `EXEC`, `DISCARD` and `RESET`
+/// end it.
+pub(crate) fn multi_after<A: AsRef<[u8]>>(args: &[A], in_multi: bool) -> bool {
+    let Some(name) = args.first() else {
+        return in_multi;
+    };
+    let name = name.as_ref();
+    if name.eq_ignore_ascii_case(b"MULTI") {
+        true
+    } else if name.eq_ignore_ascii_case(b"EXEC")
+        || name.eq_ignore_ascii_case(b"DISCARD")
+        || name.eq_ignore_ascii_case(b"RESET")
+    {
+        false
+    } else {
+        in_multi
+    }
+}
+
+/// Whether `args` changes the connection's state as the machine tracks it.
+fn changes_connection_state<A: AsRef<[u8]>>(args: &[A]) -> bool {
+    let word = |i: usize| args.get(i).map(|a| a.as_ref().to_ascii_uppercase());
+    match word(0).as_deref() {
+        Some(
+            b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE"
+            | b"SUNSUBSCRIBE" | b"HELLO" | b"RESET" | b"SELECT",
+        ) => true,
+        Some(b"CLIENT") => word(1).as_deref() == Some(b"TRACKING"),
+        _ => false,
+    }
 }
 
 /// Why a command cannot go through the FIFO, if it cannot.
