@@ -363,10 +363,10 @@ fn sentinel_naming_a_replica_does_not_hide_the_next_sentinel() {
     c.cmd(&["SET", "k", "v"]).unwrap();
 }
 
-/// A `SELECT` made with `cmd` is lost on a reconnect: the next call silently runs in
-/// database 0 (the `Config`'s), reading and writing another database's keys.
+/// A `SELECT` made with `cmd` was lost on a reconnect: the next call silently ran in
+/// database 0 (the `Config`'s), reading and writing another database's keys. The
+/// reconnect selects the database the caller selected last.
 #[test]
-#[ignore = "bug: a SELECT made with cmd is lost on reconnect"]
 fn select_is_lost_on_reconnect() {
     let server = start(&[]);
     let mut c = client(&server, Protocol::Resp2);
@@ -386,10 +386,9 @@ fn select_is_lost_on_reconnect() {
     );
 }
 
-/// The client-side cache is keyed by the command only: after `SELECT`, a cached read
-/// of database 0 answers for database 1.
+/// The client-side cache was keyed by the command only: after `SELECT`, a cached read
+/// of database 0 answered for database 1. A `SELECT` now empties the cache.
 #[test]
-#[ignore = "bug: the client-side cache is keyed without the database"]
 fn cache_answers_across_databases() {
     let server = start(&[]);
     let mut c = client(&server, Protocol::Resp3);
