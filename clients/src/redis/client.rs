@@ -799,6 +799,9 @@ impl Client {
             .into_iter()
             .map(|r| r.unwrap_or(Value::Null))
             .collect();
+        for (command, reply) in commands.iter().zip(&replies) {
+            self.follow_database(command.as_ref(), reply);
+        }
         let demoted = |r: &Value| {
             r.is_error()
                 && r.without_attributes()
@@ -811,6 +814,41 @@ impl Client {
             self.stream.close();
         }
         Ok(replies)
+    }
+
+    /// Follows a database change the caller made: after a `SELECT n` the server
+    /// answered `OK` (or a `RESET`, which selects 0), a reconnect selects the same
+    /// database, and the client-side cache, whose replies were read from the other
+    /// one, is emptied. (Inside `MULTI`, where `SELECT` would be answered `QUEUED`, the
+    /// machine refuses it.)
+    fn follow_database<A: AsRef<[u8]>>(&mut self, command: &[A], reply: &Value) {
+        let Some(name) = command.first().map(AsRef::as_ref) else {
+            return;
+        };
+        let ok = matches!(reply.without_attributes(), Value::SimpleString(s) if s == b"OK")
+            || matches!(reply.without_attributes(), Value::SimpleString(s) if s == b"RESET");
+        if !ok {
+            return;
+        }
+        let database = if name.eq_ignore_ascii_case(b"SELECT") && command.len() == 2 {
+            match std::str::from_utf8(command[1].as_ref())
+                .ok()
+                .and_then(|n| n.parse().ok())
+            {
+                Some(n) => n,
+                None => return,
+            }
+        } else if name.eq_ignore_ascii_case(b"RESET") && command.len() == 1 {
+            0
+        } else {
+            return;
+        };
+        if database != self.config.database {
+            self.config.database = database;
+            if let Some(cache) = &mut self.cache {
+                cache.clear();
+            }
+        }
     }
 
     /// Writes what the machine has to send, then reads and feeds frames until
