@@ -151,10 +151,9 @@ fn resp2_subscribe_inside_multi_is_refused() {
     );
 }
 
-/// Client-side caching: an invalidation that `next_push` hands to the caller is never
-/// applied to the cache, which then serves a stale value.
+/// Client-side caching: an invalidation that `next_push` handed to the caller was never
+/// applied to the cache, which then served a stale value.
 #[test]
-#[ignore = "bug: an invalidation taken by next_push leaves the cache stale"]
 fn invalidation_taken_by_next_push_leaves_the_cache_stale() {
     let server = start(&[]);
     let mut c = client(&server, Protocol::Resp3);
@@ -172,7 +171,6 @@ fn invalidation_taken_by_next_push_leaves_the_cache_stale() {
 
 /// Same with `take_pushes` after any command read the invalidation.
 #[test]
-#[ignore = "bug: an invalidation taken by take_pushes leaves the cache stale"]
 fn invalidation_taken_by_take_pushes_leaves_the_cache_stale() {
     let server = start(&[]);
     let mut c = client(&server, Protocol::Resp3);
@@ -187,10 +185,9 @@ fn invalidation_taken_by_take_pushes_leaves_the_cache_stale() {
     assert_eq!(c.cached(&["GET", "k"]).unwrap(), bulk("v2"), "stale cache");
 }
 
-/// The push queue drops its oldest frames past 100,000: an invalidation among them is
-/// lost and the cache serves a stale value.
+/// The push queue drops its oldest frames past 100,000: an invalidation among them was
+/// lost and the cache served a stale value.
 #[test]
-#[ignore = "bug: an invalidation dropped by the push overflow leaves the cache stale"]
 fn invalidation_dropped_by_push_overflow_leaves_the_cache_stale() {
     let server = start(&[]);
     let mut c = client(&server, Protocol::Resp3);
@@ -279,7 +276,6 @@ fn decoded_memory_is_bounded_by_a_small_factor_of_the_wire() {
 /// read and the stale value is served (the doc: "a change made by another client is
 /// seen once its invalidate push has reached this one").
 #[test]
-#[ignore = "bug: cached() with a command in flight ignores an invalidation already arrived"]
 fn cached_with_a_command_in_flight_ignores_an_arrived_invalidation() {
     use std::io::Write as _;
     let server = start(&["--enable-debug-command", "yes"]);
