@@ -161,11 +161,17 @@ fn invalidation_taken_by_next_push_leaves_the_cache_stale() {
     let mut other = client(&server, Protocol::Resp2);
     other.cmd(&["SET", "k", "v1"]).unwrap();
     assert_eq!(c.cached(&["GET", "k"]).unwrap(), bulk("v1"));
+    c.cmd(&["SUBSCRIBE", "news"]).unwrap();
     other.cmd(&["SET", "k", "v2"]).unwrap();
-    // The application waits for pushes (it also subscribes, say): it gets the
-    // invalidation.
+    other.cmd(&["PUBLISH", "news", "hello"]).unwrap();
+    // The application waits for its messages: `next_push` reads the invalidation on
+    // the way to the message (the invalidation is the cache's: it is applied, not
+    // queued).
     let push = c.next_push(Duration::from_secs(2)).unwrap();
-    assert!(push.is_some());
+    assert!(
+        matches!(&push, Some(Value::Push(items)) if items.first() == Some(&bulk("message"))),
+        "{push:?}"
+    );
     assert_eq!(c.cached(&["GET", "k"]).unwrap(), bulk("v2"), "stale cache");
 }
 
