@@ -394,7 +394,10 @@ impl Client {
             if let Some(cache) = &mut self.cache {
                 cache.clear();
             }
-        } else if self.conn.in_flight() == 0 {
+        } else {
+            // Invalidations that reached the socket are read now, even with commands
+            // in flight (those are timed-out commands, cancelled: their replies are
+            // read and dropped).
             if let Err(e) = self.feed_available(&mut |_| false) {
                 self.conn.handle_eof();
                 if let Some(cache) = &mut self.cache {
@@ -403,17 +406,20 @@ impl Client {
                 return Err(e);
             }
         }
-        self.apply_invalidations();
         let command: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
         if let Some(hit) = self.cache.as_ref().and_then(|c| c.replies.get(&command)) {
             return Ok(hit.clone());
         }
+        // An invalidation that arrives with the reply (after the server read the
+        // key, before its reply) is applied as it is read, before the reply is cached:
+        // note the invalidations seen meanwhile and do not cache over one.
+        let seen = self.cache.as_ref().map_or(0, |c| c.invalidations);
         let value = self.cmd(args)?;
-        // Pushes that came with the reply may invalidate what was just read.
         if let Some(cache) = &mut self.cache {
-            cache.insert(command, value.clone());
+            if cache.invalidations == seen {
+                cache.insert(command, value.clone());
+            }
         }
-        self.apply_invalidations();
         Ok(value)
     }
 
@@ -421,31 +427,6 @@ impl Client {
     #[must_use]
     pub fn cache_len(&self) -> usize {
         self.cache.as_ref().map_or(0, |c| c.replies.len())
-    }
-
-    /// Takes the `invalidate` pushes out of the push queue and drops the cached
-    /// replies of their keys (all of them for a null key list, as `FLUSHALL` sends).
-    fn apply_invalidations(&mut self) {
-        let Some(cache) = &mut self.cache else {
-            return;
-        };
-        self.pushes.retain(|push| {
-            let Value::Push(items) = push.without_attributes() else {
-                return true;
-            };
-            if items.first().and_then(Value::as_bytes) != Some(b"invalidate") {
-                return true;
-            }
-            match items.get(1) {
-                Some(Value::Array(keys)) => {
-                    for key in keys.iter().filter_map(Value::as_bytes) {
-                        cache.invalidate(key);
-                    }
-                }
-                _ => cache.clear(),
-            }
-            false
-        });
     }
 
     /// Connects as [`Client::connect`] to the server a URL names (see
@@ -660,8 +641,8 @@ impl Client {
                 Ok(Some(input)) => {
                     self.start += input.consumed;
                     match input.event {
-                        Event::Push(value) => return Ok(Some(value)),
-                        Event::Discarded { .. } | Event::Consumed => {}
+                        Event::Push(value) if !self.cache_takes(&value) => return Ok(Some(value)),
+                        Event::Push(_) | Event::Discarded { .. } | Event::Consumed => {}
                         _ => {
                             self.conn.handle_eof();
                             return Err(redis(RedisError::UnexpectedReply {
@@ -930,6 +911,16 @@ impl Client {
         }
     }
 
+    /// Whether the push `value` is an invalidation, which the client-side cache (when
+    /// on) applies as it arrives and keeps from the push queue: whatever reads it
+    /// (`next_push`, any command), and whatever happens to the queue later
+    /// (`take_pushes`, its overflow), the cache has heard of it.
+    fn cache_takes(&mut self, value: &Value) -> bool {
+        self.cache
+            .as_mut()
+            .is_some_and(|cache| cache.apply_invalidation(value))
+    }
+
     /// Feeds the buffered bytes to the machine once: `None` when it needs more bytes,
     /// else whether `done` said so.
     fn step(&mut self, done: &mut dyn FnMut(Event) -> bool) -> Result<Option<bool>, Error> {
@@ -943,6 +934,9 @@ impl Client {
         self.start += input.consumed;
         Ok(Some(match input.event {
             Event::Push(value) => {
+                if self.cache_takes(&value) {
+                    return Ok(Some(false));
+                }
                 if self.pushes.len() >= MAX_PUSHES {
                     self.pushes.pop_front();
                     self.dropped_pushes += 1;
@@ -1280,9 +1274,33 @@ struct Cache {
     max_entries: usize,
     replies: HashMap<Vec<Vec<u8>>, Value>,
     by_key: HashMap<Vec<u8>, Vec<Vec<Vec<u8>>>>,
+    /// Invalidations applied so far (a reply read while one arrived is not cached).
+    invalidations: u64,
 }
 
 impl Cache {
+    /// Drops the cached replies an `invalidate` push names (all of them for a null key
+    /// list, as `FLUSHALL` sends) and returns `true`; other pushes change nothing
+    /// (`false`).
+    fn apply_invalidation(&mut self, push: &Value) -> bool {
+        let Value::Push(items) = push.without_attributes() else {
+            return false;
+        };
+        if items.first().and_then(Value::as_bytes) != Some(b"invalidate") {
+            return false;
+        }
+        self.invalidations += 1;
+        match items.get(1) {
+            Some(Value::Array(keys)) => {
+                for key in keys.iter().filter_map(Value::as_bytes) {
+                    self.invalidate(key);
+                }
+            }
+            _ => self.clear(),
+        }
+        true
+    }
+
     fn insert(&mut self, command: Vec<Vec<u8>>, value: Value) {
         if value.is_error() {
             return;
