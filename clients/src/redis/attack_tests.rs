@@ -405,12 +405,12 @@ fn cache_answers_across_databases() {
     );
 }
 
-/// An error reply is taken for a redirection whatever produced it: a script's
-/// `redis.error_reply('ASK 0 host:port')` (e.g. echoing caller data) sends the cluster
-/// client, with the configured password, to any host. A node not in the slot map
-/// should be checked (CLUSTER SLOTS) before credentials and commands go to it.
+/// An error reply was taken for a redirection whatever produced it: a script's
+/// `redis.error_reply('ASK 0 host:port')` (e.g. echoing caller data) sent the cluster
+/// client, with the configured password, to any host. A redirection is followed only
+/// for the slot the command was routed by, and only to a node the cluster's slot map
+/// names (read again with CLUSTER SLOTS when it does not yet).
 #[test]
-#[ignore = "bug: a script error text is followed as a cluster redirect, with the password"]
 fn cluster_follows_a_redirect_made_by_a_script_to_any_host() {
     use std::io::Read as _;
     let server = start(&["--cluster-enabled", "yes", "--requirepass", "secret-pw"]);
