@@ -154,6 +154,22 @@ pub enum Redirect {
 }
 
 impl Redirect {
+    /// The slot it is about.
+    #[must_use]
+    pub fn slot(&self) -> u16 {
+        match self {
+            Redirect::Moved { slot, .. } | Redirect::Ask { slot, .. } => *slot,
+        }
+    }
+
+    /// The node it sends to.
+    #[must_use]
+    pub fn node(&self) -> &NodeAddr {
+        match self {
+            Redirect::Moved { node, .. } | Redirect::Ask { node, .. } => node,
+        }
+    }
+
     /// Parses an error reply's text (`MOVED 3999 127.0.0.1:6381`); `None` when it is
     /// not a redirection.
     #[must_use]
@@ -387,6 +403,18 @@ impl ClusterClient {
         Err(last.unwrap_or(Error::Redis(RedisError::Closed)))
     }
 
+    /// Whether `node` is a node of the cluster: in the slot map, or in it once read
+    /// again (`CLUSTER SLOTS`) when it is not. A node that serves no slot yet (the
+    /// target of the first slot migrated to a new node) is not known this way: an
+    /// `ASK` to it is handed to the caller as the error reply it is.
+    fn knows_node(&mut self, node: &NodeAddr) -> bool {
+        let known = |map: &SlotMap| map.shards.iter().flatten().any(|n| n == node);
+        if known(&self.map) {
+            return true;
+        }
+        self.refresh_slots().is_ok() && known(&self.map)
+    }
+
     /// The slot map as last read.
     #[must_use]
     pub fn slot_map(&self) -> &SlotMap {
@@ -608,7 +636,16 @@ impl ClusterClient {
                 }
                 return Ok(value);
             };
-            match Redirect::parse(&error) {
+            let redirect = match Redirect::parse(&error) {
+                // Only a redirection of the slot the command was routed by, to a node
+                // of the cluster, is one: any error text can look like one (a script's
+                // `redis.error_reply`, echoing caller data), and following it would
+                // send the command and the credentials to any host.
+                Some(r) if Some(r.slot()) == slot && self.knows_node(r.node()) => Some(r),
+                Some(_) => return Ok(value),
+                None => None,
+            };
+            match redirect {
                 Some(Redirect::Moved { slot, node }) => {
                     self.map.set_master(slot, node.clone());
                     self.refresh = true;
