@@ -200,8 +200,30 @@ impl Client {
             Some(anchors) => Some(Arc::new(transport::tls_config(anchors, &[])?)),
             None => None,
         };
-        let (host, port) = master_address(config, deadline)?;
-        let stream = open_link(config, &resolver, &host, port, tls.as_deref(), deadline)?;
+        // With Sentinel, an address that turns out not to be a master (a stale
+        // Sentinel's answer) sends us to the next Sentinel.
+        let mut rejected = Vec::new();
+        loop {
+            let (host, port) = master_address(config, deadline, &rejected)?;
+            match Client::connect_to(config, &resolver, tls.clone(), &host, port, deadline) {
+                Err(Error::Redis(RedisError::Sentinel { reason })) if reason == NOT_A_MASTER => {
+                    rejected.push((host, port));
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// [`Client::connect`] to `host:port`, the master `config` names.
+    fn connect_to(
+        config: &Config,
+        resolver: &Arc<Resolver>,
+        tls: Option<Arc<transport::TlsConfig>>,
+        host: &str,
+        port: u16,
+        deadline: Instant,
+    ) -> Result<Client, Error> {
+        let stream = open_link(config, resolver, host, port, tls.as_deref(), deadline)?;
         let mut client = Client {
             stream,
             conn: Connection::new(setup(config)),
@@ -219,7 +241,7 @@ impl Client {
             dropped_pushes: 0,
             response_timeout: config.response_timeout,
             config: config.clone(),
-            resolver,
+            resolver: Arc::clone(resolver),
             tls,
         };
         client.handshake(deadline)?;
@@ -242,7 +264,7 @@ impl Client {
         } else {
             self.conn.handle_eof();
             Err(redis(RedisError::Sentinel {
-                reason: "the address the sentinels gave is not a master",
+                reason: NOT_A_MASTER,
             }))
         }
     }
@@ -281,13 +303,16 @@ impl Client {
             .map(|s| s.iter().cloned().collect::<Vec<_>>());
         let mut delay = self.config.reconnect_backoff;
         let mut last = redis(failure);
+        // Addresses a Sentinel gave that turned out not to be masters: the next
+        // attempt asks the next Sentinel.
+        let mut rejected = Vec::new();
         for attempt in 0..self.config.reconnect_attempts {
-            if attempt > 0 {
+            if attempt > 0 && rejected.is_empty() {
                 std::thread::sleep(delay);
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
             let deadline = deadline_after(self.config.connect_timeout);
-            let (host, port) = match master_address(&self.config, deadline) {
+            let (host, port) = match master_address(&self.config, deadline, &rejected) {
                 Ok(address) => address,
                 Err(e) => {
                     last = e;
@@ -318,7 +343,14 @@ impl Client {
                     last = Error::Redis(RedisError::Closed);
                     break;
                 }
-                Err(e) => last = e,
+                Err(Error::Redis(RedisError::Sentinel { reason })) if reason == NOT_A_MASTER => {
+                    last = redis(RedisError::Sentinel { reason });
+                    rejected.push((host, port));
+                }
+                Err(e) => {
+                    last = e;
+                    rejected.clear();
+                }
             }
         }
         if self.conn.error().is_some() || !self.conn.is_ready() {
@@ -1069,7 +1101,18 @@ fn open_link(
 
 /// Where to connect: [`Config::host`] and [`Config::port`], or the master the
 /// Sentinels name, asked in turn (`SENTINEL GET-MASTER-ADDR-BY-NAME`).
-fn master_address(config: &Config, deadline: Instant) -> Result<(String, u16), Error> {
+/// Why [`Client::check_role`] refuses a server.
+const NOT_A_MASTER: &str = "the address the sentinels gave is not a master";
+
+/// The master's address: `config`'s own, or with Sentinel the first answer of a
+/// Sentinel (asked in order) that is not in `rejected` (addresses found not to be
+/// masters, as a stale Sentinel may name a demoted master: the Sentinel client
+/// guidelines say to ask the next one then).
+fn master_address(
+    config: &Config,
+    deadline: Instant,
+    rejected: &[(String, u16)],
+) -> Result<(String, u16), Error> {
     let Some(sentinel) = &config.sentinel else {
         return Ok((config.host.clone(), config.port));
     };
@@ -1098,7 +1141,13 @@ fn master_address(config: &Config, deadline: Instant) -> Result<(String, u16), E
                     .as_bytes()
                     .and_then(|p| std::str::from_utf8(p).ok()?.parse().ok());
                 if let (Some(host), Some(port)) = (host, port) {
-                    return Ok((host, port));
+                    if !rejected.iter().any(|(h, p)| *h == host && *p == port) {
+                        return Ok((host, port));
+                    }
+                    last = redis(RedisError::Sentinel {
+                        reason: NOT_A_MASTER,
+                    });
+                    continue;
                 }
                 last = redis(RedisError::Sentinel {
                     reason: "a sentinel gave a malformed master address",
