@@ -831,4 +831,53 @@ mod tests {
             .expect("accept_all returned");
         assert!(paused, "accepting pauses, as when out of descriptors");
     }
+
+    /// FINDING (lost wakeup): `EventLoop::wake_at` is handed to `Handler::on_ready` (and
+    /// documented as "asks for `on_turn_end` to be called at `at`"), but `end_turn`
+    /// clears `handler_wake_at` before it calls `on_turn_end`, so a timer asked for in
+    /// `on_ready` (say, a query's timeout armed when it is sent) is dropped silently:
+    /// the worker then waits up to its 1 s Date tick, not until the time asked for.
+    /// This mimics `run`:
+    /// `on_handler_ready`, then `end_turn`, then `next_timeout`.
+    #[test]
+    fn a_wake_at_asked_for_in_on_ready_is_kept_for_the_next_wait() {
+        use crate::deferred::{EventLoop, Readiness};
+        use keel_linux::signal::SignalSet;
+        use keel_linux::socket::{self, ListenOptions};
+        use std::time::{Duration, Instant};
+        struct H;
+        impl crate::Handler for H {
+            fn handle(&mut self, _: &crate::Request<'_>, _: &mut Response) {}
+            fn on_ready(&mut self, _: u32, _: Readiness, lp: &mut EventLoop<'_>) {
+                lp.wake_at(Instant::now() + Duration::from_millis(20));
+            }
+        }
+        let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let listener = socket::tcp_listener(addr, &ListenOptions::default()).unwrap();
+        let mut w = super::Worker::new(
+            crate::Config::new(addr),
+            None,
+            H,
+            listener,
+            &SignalSet::empty(),
+        )
+        .unwrap();
+        let readiness = Readiness {
+            readable: true,
+            writable: false,
+            hangup: false,
+            error: false,
+        };
+        {
+            let (h, mut lp) = w.handler_and_loop();
+            crate::Handler::on_ready(h, 0, readiness, &mut lp);
+        }
+        w.send_completions();
+        w.end_turn();
+        let t = w.next_timeout().unwrap();
+        assert!(
+            t <= Duration::from_millis(20),
+            "the worker would wait {t:?}, not the 20 ms on_ready asked for"
+        );
+    }
 }
