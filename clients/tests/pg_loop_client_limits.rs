@@ -1,5 +1,5 @@
-//! Review findings against `pg::LoopClient` that need no PostgreSQL (a scripted fake
-//! server stands in where one is needed).
+//! `pg::LoopClient` limits that need no PostgreSQL: a scripted fake server stands in
+//! where one is needed (a server that goes silent after the startup).
 #![cfg(feature = "pg")]
 
 use std::io::{Read, Write};
@@ -30,7 +30,10 @@ fn a_connect_timeout_of_any_length_does_not_overflow() {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         client.connect(Instant::now());
     }));
-    assert!(r.is_ok(), "connect panicked with connect_timeout = Duration::MAX");
+    assert!(
+        r.is_ok(),
+        "connect panicked with connect_timeout = Duration::MAX"
+    );
 }
 
 fn message(kind: u8, body: &[u8]) -> Vec<u8> {
@@ -131,10 +134,12 @@ fn the_query_timeout_of_the_config_bounds_a_query() {
                 epoll.modify(fd, 1, interest).unwrap();
             }
         }
-        let wait = client.poll_timeout().map_or(Duration::from_millis(50), |t| {
-            t.saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(50))
-        });
+        let wait = client
+            .poll_timeout()
+            .map_or(Duration::from_millis(50), |t| {
+                t.saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(50))
+            });
         let _ = epoll.wait(&mut events, Some(wait));
         let ready: Vec<(bool, bool)> = events
             .iter()
