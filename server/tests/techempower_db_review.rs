@@ -178,7 +178,10 @@ fn one_connection_down_does_not_fail_requests_the_others_can_serve() {
     );
     let mut s = server.connect();
     wait_until_ready(&mut s);
-    assert!(relay.accepted.load(Ordering::SeqCst) >= 2, "both connections tried");
+    assert!(
+        relay.accepted.load(Ordering::SeqCst) >= 2,
+        "both connections tried"
+    );
     let mut statuses = Vec::new();
     for _ in 0..10 {
         statuses.push(get_on(&mut s, "/queries?queries=2").status);

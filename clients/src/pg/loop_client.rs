@@ -134,6 +134,8 @@ struct Sent<T> {
     /// The outcome so far: set by `CommandComplete` or `ErrorResponse`, delivered at
     /// `ReadyForQuery`.
     result: Option<Result<u64, Box<proto::DbError>>>,
+    /// When it was sent (queued for the socket), when `config.query_timeout` bounds it.
+    sent_at: Option<Instant>,
 }
 
 /// A query made before the statements were prepared.
@@ -157,8 +159,11 @@ struct Waiting<T> {
 /// The session is plain TCP: TLS is not supported yet ([`LoopClient::new`] refuses
 /// [`SslMode::VerifyFull`]; [`SslMode::Prefer`] connects in plain text), nor are
 /// Unix-domain sockets. Authentication is what [`super::Client`] supports (trust,
-/// cleartext, MD5, SCRAM-SHA-256). There is no query timeout: a query ends when the
-/// server answers it or the session is lost.
+/// cleartext, MD5, SCRAM-SHA-256). `config.query_timeout` bounds each query from
+/// when it is made (or, made while connecting, sent) to its `ReadyForQuery`: when the
+/// oldest query in flight passes it, the session fails as below, with
+/// [`Error::TimedOut`] ([`Phase::Query`]), since one query cannot be taken back from a
+/// pipeline alone; without it, a query waits as long as the session lives.
 ///
 /// # Driving it
 ///
@@ -311,7 +316,7 @@ impl<T> LoopClient<T> {
     pub fn connect(&mut self, now: Instant) {
         if matches!(self.link, Link::Idle | Link::Backoff { .. }) {
             self.round_left = self.addrs.len();
-            let deadline = now + self.config.connect_timeout;
+            let deadline = later(now, self.config.connect_timeout);
             self.start_attempt(now, deadline, &mut |_| {});
         }
     }
@@ -708,6 +713,7 @@ impl<T> LoopClient<T> {
                     request,
                     tag: w.tag,
                     result: None,
+                    sent_at: self.config.query_timeout.map(|_| Instant::now()),
                 }),
                 // `query` checked what the machine could refuse, so only a failed
                 // machine gets here.
@@ -741,7 +747,7 @@ impl<T> LoopClient<T> {
         };
         self.close_socket();
         self.link = Link::Backoff {
-            until: now + self.backoff,
+            until: later(now, self.backoff),
         };
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         let (host, port) = (self.config.host.as_str(), self.config.port);
@@ -827,6 +833,8 @@ impl<T> LoopClient<T> {
                             request,
                             tag,
                             result: None,
+                            // A clock read per query only when a timeout needs it.
+                            sent_at: self.config.query_timeout.map(|_| Instant::now()),
                         });
                         Ok(())
                     }
@@ -859,8 +867,17 @@ impl<T> LoopClient<T> {
         match self.link {
             Link::Backoff { until } => Some(until),
             Link::Connecting { deadline } | Link::Starting { deadline } => Some(deadline),
-            Link::Idle | Link::Ready => None,
+            Link::Ready => self.query_deadline(),
+            Link::Idle => None,
         }
+    }
+
+    /// When the oldest query in flight passes `config.query_timeout`, if one is set:
+    /// replies come in order, so the oldest is the one the server must answer first.
+    fn query_deadline(&self) -> Option<Instant> {
+        let timeout = self.config.query_timeout?;
+        let sent_at = self.sent.front()?.sent_at?;
+        Some(later(sent_at, timeout))
     }
 
     /// Handles the clock: after the backoff, starts reconnecting (as
@@ -871,7 +888,7 @@ impl<T> LoopClient<T> {
         match self.link {
             Link::Backoff { until } if now >= until => {
                 self.round_left = self.addrs.len();
-                let deadline = now + self.config.connect_timeout;
+                let deadline = later(now, self.config.connect_timeout);
                 self.start_attempt(now, deadline, &mut f);
             }
             Link::Connecting { deadline } if now >= deadline => {
@@ -880,9 +897,23 @@ impl<T> LoopClient<T> {
             Link::Starting { deadline } if now >= deadline => {
                 self.fail(now, Cause::TimedOut(Phase::Startup), &mut f);
             }
+            Link::Ready if self.query_deadline().is_some_and(|d| now >= d) => {
+                // The server has not finished the oldest query in time: hung, or the
+                // network lost without a reset. Queries cannot be taken back from a
+                // pipeline one by one, so the session goes, as on any failure.
+                self.fail(now, Cause::TimedOut(Phase::Query), &mut f);
+            }
             _ => {}
         }
     }
+}
+
+/// `now + d`, or a time far in the future when that does not fit in an `Instant`
+/// (a timeout of `Duration::MAX` means "no limit", not a panic).
+fn later(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
 }
 
 /// The addresses of `host`:`port`: an IP literal as is; `localhost` as the loopback
