@@ -252,9 +252,10 @@ impl EventLoop<'_> {
     }
 
     /// Asks for [`Handler::on_turn_end`](crate::Handler::on_turn_end) to be called at
-    /// `at` or soon after (the worker waits no longer than that). The request holds for
-    /// the next wait only: ask again in every `on_turn_end` for a timer still running.
-    /// The earliest of several requests wins.
+    /// `at` or soon after (the worker waits no longer than that). A request made from
+    /// any handler method of a turn holds for the wait that ends the turn only: ask
+    /// again in every `on_turn_end` for a timer still running. The earliest of several
+    /// requests wins.
     pub fn wake_at(&mut self, at: Instant) {
         if self.wake_at.is_none_or(|t| at < t) {
             *self.wake_at = Some(at);

@@ -347,7 +347,6 @@ impl<'t, H: Handler> Worker<'t, H> {
     /// responses it completed.
     #[inline(always)]
     fn end_turn(&mut self) {
-        self.handler_wake_at = None;
         let (handler, mut lp) = self.handler_and_loop();
         handler.on_turn_end(&mut lp);
         if self.completions.any() {
@@ -370,6 +369,9 @@ impl<'t, H: Handler> Worker<'t, H> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
+            // The handler's wake-up served this wait: it asks again, from any of its
+            // methods of this turn, for the next one.
+            self.handler_wake_at = None;
             // It read at start-up, so it does not fail now (if it did, time would
             // stand still for a turn).
             if let Ok(t) = keel_linux::time::coarse_millis() {
