@@ -1,5 +1,5 @@
-//! Review findings against the `techempower` example's database side (deferred
-//! responses on `pg::LoopClient`), against a real PostgreSQL behind a TCP relay that can
+//! The `techempower` example's database side (deferred responses on `pg::LoopClient`)
+//! when the database misbehaves, against a real PostgreSQL behind a TCP relay that can
 //! stop forwarding replies (a database that hangs with its connection up) or refuse
 //! every connection after the first few (a database at `max_connections`).
 //!
@@ -124,7 +124,7 @@ fn wait_until_ready(s: &mut TcpStream) {
     }
 }
 
-/// FINDING (hang): a database that stops answering with its connection still up (a
+/// A database that stops answering with its connection still up (a
 /// hung backend, a host that vanished without a reset: TCP then retransmits for about
 /// 15 minutes before it reports an error, and no keepalive is set) leaves every
 /// database request without a response, forever. Nothing bounds the wait: the worker
@@ -158,7 +158,7 @@ fn a_database_that_stops_answering_does_not_hang_requests() {
     relay.frozen.store(false, Ordering::SeqCst);
 }
 
-/// FINDING (availability): with `--db-connections 2`, one connection that cannot be
+/// With `--db-connections 2`, one connection that cannot be
 /// made (here the database refuses every connection after the first, as PostgreSQL
 /// does at `max_connections`; the same holds for the backoff after any one session is
 /// lost) fails requests the healthy one could serve: `Db::pick`
