@@ -160,9 +160,11 @@ fn text_i32(v: Option<&[u8]>) -> Option<i32> {
 }
 
 /// The status for a failed query: 503 when the database could not be asked (not
-/// connected, connection lost, too busy), 500 when it refused the statement.
+/// connected, connection lost, too busy), 504 when it did not answer within the query
+/// timeout, 500 when it refused the statement.
 fn failure_status(e: &keel_clients::Error) -> StatusCode {
     match e {
+        keel_clients::Error::TimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,
         keel_clients::Error::Postgres(keel_clients::pg::proto::Error::Db(db)) if !db.is_fatal() => {
             StatusCode::INTERNAL_SERVER_ERROR
         }
@@ -254,10 +256,17 @@ impl Db {
         self.sync(event_loop);
     }
 
-    /// The next connection, round robin.
+    /// The next connection that is ready, round robin; when none is, the next one
+    /// (which queues the query while it connects, or refuses it during a backoff). A
+    /// connection that is down does not fail requests another one can serve.
     fn pick(&mut self) -> &mut LoopClient<Tag> {
-        let i = self.next;
-        self.next = (i + 1) % self.conns.len();
+        let n = self.conns.len();
+        let first = self.next;
+        let i = (0..n)
+            .map(|k| (first + k) % n)
+            .find(|&i| self.conns[i].client.is_ready())
+            .unwrap_or(first);
+        self.next = (i + 1) % n;
         &mut self.conns[i].client
     }
 

@@ -12,7 +12,8 @@
 //! | `GET /cached-queries?count=N`| N random rows from a cache of the `World` table, loaded from the database once per worker |
 //!
 //! Any other path gets 404; the database tests get `503 Service Unavailable` while the
-//! database cannot be reached (without `--db`, always). Every response carries `Server`
+//! database cannot be reached (without `--db`, always), and `504 Gateway Timeout` when
+//! it stops answering for `--db-query-timeout-ms`. Every response carries `Server`
 //! and `Date`.
 //!
 //! Each worker owns `--db-connections` PostgreSQL connections (default 1), in its own
@@ -76,6 +77,10 @@ struct Args {
     /// PostgreSQL connections per worker.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     db_connections: u16,
+    /// Milliseconds the database may take to answer a query (the oldest in flight)
+    /// before its connection is given up: its requests get 504 and it is made again.
+    #[arg(long, default_value_t = 5000)]
+    db_query_timeout_ms: u64,
 }
 
 fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
@@ -184,7 +189,10 @@ fn main() {
     }
     let db_config = match args.db.as_deref().map(keel_clients::pg::Config::from_url) {
         None => None,
-        Some(Ok(c)) => Some(c),
+        Some(Ok(mut c)) => {
+            c.query_timeout = Some(std::time::Duration::from_millis(args.db_query_timeout_ms));
+            Some(c)
+        }
         Some(Err(e)) => {
             eprintln!("techempower: --db: {e}");
             std::process::exit(2);
