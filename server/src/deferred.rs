@@ -268,3 +268,24 @@ impl EventLoop<'_> {
         self.shutting_down
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Completions;
+    use crate::handler::Response;
+
+    /// A response whose body grew large (one big deferred answer) is not kept for
+    /// the next completions: the pool would hold that memory for the worker's life.
+    #[test]
+    fn a_large_response_is_not_kept_in_the_spare_pool() {
+        let completions = Completions::default();
+        let mut big = Response::new();
+        big.body(&vec![b'x'; 1 << 20]);
+        completions.recycle(big);
+        assert_eq!(completions.inner.borrow().spare.len(), 0, "a 1 MiB body is let go");
+        let mut small = Response::new();
+        small.body(b"ok");
+        completions.recycle(small);
+        assert_eq!(completions.inner.borrow().spare.len(), 1, "a small one is kept");
+    }
+}
