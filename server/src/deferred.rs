@@ -76,6 +76,10 @@ impl Completions {
 
     /// Gives back a response that was written, for the next completion.
     pub(crate) fn recycle(&self, mut res: Response) {
+        if res.is_large() {
+            // One big answer would keep its memory in the pool for the worker's life.
+            return;
+        }
         res.reset();
         let mut inner = self.inner.borrow_mut();
         if inner.spare.len() < MAX_SPARE {

@@ -142,6 +142,12 @@ impl Response {
         self.deferred = None;
     }
 
+    /// Whether its buffers grew past what a reused response should keep (64 KiB of
+    /// body, 16 KiB of field lines).
+    pub(crate) fn is_large(&self) -> bool {
+        self.body.capacity() > 64 * 1024 || self.fields.capacity() > 16 * 1024
+    }
+
     /// Promises the response for later, for a handler that must wait (on a database,
     /// an upstream): the worker sends nothing for this request now, and whatever was set
     /// on this `Response` is dropped. The returned [`Deferred`] makes the response when
