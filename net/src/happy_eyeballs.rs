@@ -3,8 +3,10 @@
 //! [`Planner`] is the I/O-free core: it is told when AAAA and A answers arrive and when
 //! connection attempts fail, each time with `now`, and says which address to try next
 //! and when ([`Planner::poll_action`]). It reads no clock and opens no socket.
-//! [`connect_by_name`] is the driver: it runs the two lookups on threads, starts
-//! non-blocking connects as the planner says, and waits on all of them with one epoll.
+//! [`connect_by_name`] is the driver: it runs the two lookups as one
+//! [`crate::dns::LookupMachine`] in its own loop (no thread), starts non-blocking
+//! connects as the planner says, and waits on the lookup's sockets and the attempts with
+//! one epoll.
 //!
 //! The rules, from RFC 8305:
 //! - the AAAA and A queries start together (§3);
@@ -20,9 +22,10 @@
 //! - one overall deadline bounds everything.
 
 use crate::addr_select::{self, Destination};
-use crate::dns::resolver::SearchPair;
+use crate::dns::resolver::Transports;
 use crate::dns::wire::RrType;
 use crate::dns::Resolver;
+use crate::dns::Want;
 use crate::error::{Error, FailedAttempt};
 use crate::TcpStream;
 use keel_linux::epoll::{Epoll, Events, Interest};
@@ -30,7 +33,7 @@ use keel_linux::socket;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The timing of Happy Eyeballs.
@@ -284,10 +287,8 @@ pub struct Connected {
     pub attempts: Vec<Attempt>,
 }
 
-enum Resolved {
-    Aaaa(Result<Vec<Destination>, Error>),
-    A(Result<Vec<Destination>, Error>),
-}
+/// The first epoll token of the lookup's sockets; attempts use 1, 2, ... below it.
+const DNS_TOKENS: u64 = 1 << 32;
 
 /// Connects to `host`:`port` with Happy Eyeballs v2 (RFC 8305), finishing by `deadline`.
 /// `host` may be a name (looked up with `resolver`: hosts file, cache, DNS) or an IP
@@ -308,44 +309,10 @@ pub fn connect_by_name(
 ) -> Result<Connected, Error> {
     let t0 = Instant::now();
     let epoll = Epoll::new().map_err(Error::io("epoll"))?;
-    let (wake_r, wake_w) = keel_linux::io::pipe().map_err(Error::io("pipe"))?;
-    epoll
-        .add(&wake_r, 0, Interest::READABLE)
-        .map_err(Error::io("epoll"))?;
-    let wake_w = Arc::new(wake_w);
-    let (tx, rx) = mpsc::channel();
-    // Both families from the same name of the search list.
-    let pair = Arc::new(SearchPair::new());
-    for qtype in [RrType::AAAA, RrType::A] {
-        let (resolver, host, tx, wake, pair) = (
-            Arc::clone(resolver),
-            host.to_owned(),
-            tx.clone(),
-            Arc::clone(&wake_w),
-            Arc::clone(&pair),
-        );
-        std::thread::spawn(move || {
-            let r = resolver
-                .lookup_paired(&host, qtype, deadline, &pair)
-                // With the source the host would use for each (RFC 6724 §6 sorts by
-                // it), found here, off the driver's thread.
-                .map(|a| {
-                    a.addresses
-                        .iter()
-                        .map(|&(ip, _)| (ip, addr_select::source_for(ip)))
-                        .collect()
-                });
-            let msg = if qtype == RrType::AAAA {
-                Resolved::Aaaa(r)
-            } else {
-                Resolved::A(r)
-            };
-            // The receiver may be gone (someone already won): nothing to do then.
-            let _ = tx.send(msg);
-            let _ = keel_linux::io::write(&*wake, &[1]);
-        });
-    }
-    drop(tx);
+    // The AAAA and A lookups run in this loop, both from the same name of the search
+    // list; their sockets share the epoll set, with tokens from `DNS_TOKENS` on.
+    let mut lookup = resolver.machine(host, Want::Both, t0, deadline);
+    let mut transports = Transports::new(DNS_TOKENS);
     let mut planner = Planner::new(config, port);
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut sockets: Vec<Option<OwnedFd>> = Vec::new();
@@ -356,16 +323,24 @@ pub fn connect_by_name(
         attempts[i].outcome = Outcome::Failed(e);
     };
     loop {
-        while let Ok(r) = rx.try_recv() {
+        transports.transmit(&mut lookup, &epoll, Instant::now());
+        while let Some((qtype, r)) = lookup.poll_answer() {
             let now = Instant::now();
-            match r {
-                Resolved::Aaaa(Ok(v)) => planner.handle_aaaa_with_sources(now, &v),
-                Resolved::Aaaa(Err(e)) => {
+            // With the source the host would use for each (RFC 6724 §6 sorts by it).
+            let r = r.map(|a| {
+                a.addresses
+                    .iter()
+                    .map(|&(ip, _)| (ip, addr_select::source_for(ip)))
+                    .collect::<Vec<Destination>>()
+            });
+            match (qtype == RrType::AAAA, r) {
+                (true, Ok(v)) => planner.handle_aaaa_with_sources(now, &v),
+                (true, Err(e)) => {
                     planner.handle_aaaa(now, &[]);
                     lookup_errors.0 = Some(e);
                 }
-                Resolved::A(Ok(v)) => planner.handle_a_with_sources(now, &v),
-                Resolved::A(Err(e)) => {
+                (false, Ok(v)) => planner.handle_a_with_sources(now, &v),
+                (false, Err(e)) => {
                     planner.handle_a(now, &[]);
                     lookup_errors.1 = Some(e);
                 }
@@ -434,7 +409,10 @@ pub fn connect_by_name(
             }
             return Err(all_failed(host, attempts));
         }
-        let wake_at = until.map_or(deadline, |u| u.min(deadline));
+        let wake_at = [until, lookup.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .fold(deadline, Instant::min);
         match epoll.wait(&mut events, Some(wake_at.saturating_duration_since(now))) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -446,8 +424,10 @@ pub fn connect_by_name(
             }
         }
         for ev in events.iter() {
-            if ev.token() == 0 {
-                let _ = keel_linux::io::read(&wake_r, &mut [0u8; 16]);
+            if ev.token() >= DNS_TOKENS {
+                if transports.owns(ev.token()) {
+                    transports.handle_event(&mut lookup, &epoll, ev, Instant::now());
+                }
                 continue;
             }
             let i = (ev.token() - 1) as usize;
@@ -470,6 +450,7 @@ pub fn connect_by_name(
                 }
             }
         }
+        lookup.handle_timeout(Instant::now());
     }
 }
 

@@ -7,12 +7,14 @@
 //! keeps a time limit and says which one passed), or non-blocking for an event loop (the
 //! `*_nonblocking` calls, which return [`std::io::ErrorKind::WouldBlock`] instead of
 //! waiting). [`dns`] holds an I/O-free DNS message codec ([`dns::wire`]), the
-//! resolv.conf and hosts parsers, and a stub [`dns::Resolver`]; [`happy_eyeballs`] holds
+//! resolv.conf and hosts parsers, an I/O-free [`dns::LookupMachine`] with every rule of
+//! a stub resolver (for an event loop to drive), and the blocking [`dns::Resolver`] that
+//! drives it; [`happy_eyeballs`] holds
 //! the I/O-free RFC 8305 [`happy_eyeballs::Planner`] and
 //! [`happy_eyeballs::connect_by_name`].
 //!
 //! What it does not do (yet): DNSSEC, DNS over TLS/HTTPS, negative caching, PTR/SRV
-//! lookups, and an event-loop (non-blocking) resolver.
+//! lookups.
 //!
 //! Sockets are always non-blocking and close-on-exec underneath; a blocking call waits
 //! with `poll(2)` for at most the time left before its deadline.
