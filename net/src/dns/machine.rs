@@ -1333,4 +1333,1071 @@ mod tests {
         c.insert(&answer("c.test.", u32::MAX), u32::MAX, Duration::MAX, now);
         assert_eq!(cached_lifetime(&c, "c.test.", now).1, u32::MAX);
     }
+
+    // ---- a scripted network: no sockets, time jumps to the machine's timeouts ----
+
+    use super::super::wire::{Header, Record, WireError};
+    use std::collections::HashSet;
+
+    const S1: &str = "192.0.2.53:53";
+    const S2: &str = "198.51.100.53:53";
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn n(s: &str) -> Name {
+        Name::from_ascii(s).unwrap()
+    }
+
+    /// Two servers, glibc's 5 s timeout and 2 attempts, no search list.
+    fn conf() -> ResolvConf {
+        ResolvConf {
+            nameservers: vec![sa(S1), sa(S2)],
+            ..ResolvConf::default()
+        }
+    }
+
+    struct Setup {
+        conf: ResolvConf,
+        hosts: Hosts,
+        options: QueryOptions,
+        cache: Cache,
+        first_server: usize,
+    }
+
+    impl Setup {
+        fn new(conf: ResolvConf) -> Setup {
+            Setup {
+                conf,
+                hosts: Hosts::default(),
+                // Each lookup asks the servers; the cache's own tests turn it on.
+                options: QueryOptions {
+                    use_cache: false,
+                    ..QueryOptions::default()
+                },
+                cache: Cache::new(),
+                first_server: 0,
+            }
+        }
+
+        fn start(&self, name: &str, want: Want, now: Instant) -> LookupMachine {
+            let params = LookupParams {
+                conf: &self.conf,
+                hosts: &self.hosts,
+                options: self.options,
+                cache: &self.cache,
+                first_server: self.first_server,
+            };
+            let mut id = 0x1000u16;
+            let ids: IdSource = Box::new(move || {
+                id = id.wrapping_add(1);
+                Ok(id)
+            });
+            LookupMachine::new(name, want, params, ids, now, now + Duration::from_secs(60))
+        }
+    }
+
+    /// One query the machine sent.
+    #[derive(Debug)]
+    struct Sent {
+        at: Instant,
+        server: SocketAddr,
+        tcp: bool,
+        query: Message,
+    }
+
+    /// What the scripted server does with one query.
+    enum Reply {
+        /// Nothing comes back.
+        Silence,
+        /// These datagrams (over UDP) or this stream (over TCP, given in one-octet
+        /// pieces), from the server's address.
+        Bytes(Vec<Vec<u8>>),
+        /// Datagrams from another address.
+        From(SocketAddr, Vec<u8>),
+        /// The transport fails.
+        Fail(fn() -> Error),
+        /// Over TCP: the stream ends after these octets.
+        Eof(Vec<u8>),
+    }
+
+    struct Run {
+        answers: Vec<(RrType, Result<Answer, Error>)>,
+        sent: Vec<Sent>,
+        end: Instant,
+    }
+
+    impl Run {
+        fn only(mut self) -> Result<Answer, Error> {
+            assert_eq!(self.answers.len(), 1, "{:?}", self.answers);
+            self.answers.pop().unwrap().1
+        }
+        fn of(&mut self, qtype: RrType) -> Result<Answer, Error> {
+            let i = self.answers.iter().position(|a| a.0 == qtype).unwrap();
+            self.answers.remove(i).1
+        }
+        fn servers(&self) -> Vec<(SocketAddr, bool)> {
+            self.sent.iter().map(|s| (s.server, s.tcp)).collect()
+        }
+    }
+
+    /// Runs `m` from `t0` against `server` until it finishes, jumping the clock to
+    /// [`LookupMachine::poll_timeout`] whenever nothing else is pending. Checks that
+    /// every transport it opened is closed by the end, and that it settles within a
+    /// bounded number of steps.
+    fn run(mut m: LookupMachine, t0: Instant, mut server: impl FnMut(&Sent) -> Reply) -> Run {
+        let mut now = t0;
+        let mut open = HashSet::new();
+        let mut sent = Vec::new();
+        let mut answers = Vec::new();
+        for _ in 0..10_000 {
+            let mut buf = Vec::new();
+            if let Some(t) = m.poll_transmit(&mut buf) {
+                let (query, server_addr, tcp) = match t {
+                    Transmit::Udp { query, server } => (query, server, false),
+                    Transmit::Tcp { query, server } => (query, server, true),
+                    Transmit::Close { query } => {
+                        assert!(
+                            open.remove(&query),
+                            "closed {query:?} twice or never opened"
+                        );
+                        continue;
+                    }
+                };
+                assert!(open.insert(query));
+                let wire = if tcp {
+                    let len = u16::from_be_bytes([buf[0], buf[1]]) as usize;
+                    assert_eq!(len + 2, buf.len(), "TCP length prefix");
+                    &buf[2..]
+                } else {
+                    &buf[..]
+                };
+                let s = Sent {
+                    at: now,
+                    server: server_addr,
+                    tcp,
+                    query: Message::decode(wire).unwrap(),
+                };
+                let reply = server(&s);
+                sent.push(s);
+                match reply {
+                    Reply::Silence => {}
+                    Reply::Bytes(msgs) if tcp => {
+                        for msg in msgs {
+                            let mut framed = (msg.len() as u16).to_be_bytes().to_vec();
+                            framed.extend(msg);
+                            for b in framed.chunks(1) {
+                                m.handle_stream(now, query, b);
+                            }
+                        }
+                    }
+                    Reply::Bytes(msgs) => {
+                        for msg in msgs {
+                            m.handle_datagram(now, query, server_addr, &msg);
+                        }
+                    }
+                    Reply::From(from, msg) => m.handle_datagram(now, query, from, &msg),
+                    Reply::Fail(e) => m.handle_error(now, query, e()),
+                    Reply::Eof(bytes) => {
+                        m.handle_stream(now, query, &bytes);
+                        m.handle_stream_eof(now, query);
+                    }
+                }
+                continue;
+            }
+            answers.extend(std::iter::from_fn(|| m.poll_answer()));
+            if m.is_finished() {
+                assert!(open.is_empty(), "left open: {open:?}");
+                assert_eq!(m.poll_timeout(), None);
+                return Run {
+                    answers,
+                    sent,
+                    end: now,
+                };
+            }
+            let wake = m
+                .poll_timeout()
+                .expect("an unfinished machine waits for a time");
+            assert!(wake >= now, "a timeout in the past: {wake:?} < {now:?}");
+            now = wake;
+            m.handle_timeout(now);
+        }
+        panic!("the machine never settled");
+    }
+
+    /// The answer to `q` with `rcode` and `answers` (header flags QR RD RA).
+    fn reply(q: &Message, rcode: Rcode, answers: Vec<Record>) -> Vec<u8> {
+        let m = Message {
+            header: Header {
+                qr: true,
+                ra: true,
+                rcode,
+                ..q.header
+            },
+            questions: q.questions.clone(),
+            answers,
+            authority: vec![],
+            additional: vec![],
+            edns: None,
+        };
+        let mut out = Vec::new();
+        m.encode(&mut out);
+        out
+    }
+
+    fn a(name: &Name, ip: [u8; 4], ttl: u32) -> Record {
+        Record {
+            name: name.clone(),
+            rtype: RrType::A,
+            class: RrClass::IN,
+            ttl,
+            data: RData::A(Ipv4Addr::from(ip)),
+        }
+    }
+
+    fn aaaa(name: &Name, ip: &str, ttl: u32) -> Record {
+        Record {
+            name: name.clone(),
+            rtype: RrType::AAAA,
+            class: RrClass::IN,
+            ttl,
+            data: RData::Aaaa(ip.parse().unwrap()),
+        }
+    }
+
+    fn cname(name: &Name, target: &str) -> Record {
+        Record {
+            name: name.clone(),
+            rtype: RrType::CNAME,
+            class: RrClass::IN,
+            ttl: 30,
+            data: RData::Cname(n(target)),
+        }
+    }
+
+    fn qname(s: &Sent) -> &Name {
+        &s.query.questions[0].qname
+    }
+
+    fn ok(q: &Sent) -> Reply {
+        Reply::Bytes(vec![reply(
+            &q.query,
+            Rcode::NOERROR,
+            vec![a(qname(q), [192, 0, 2, 1], 60)],
+        )])
+    }
+
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    // ---- the rules, one test each ----
+
+    #[test]
+    fn an_answer_over_udp_with_edns() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let r = run(s.start("www.test.", Want::A, t0), t0, ok);
+        assert_eq!(r.servers(), [(sa(S1), false)]);
+        let q = &r.sent[0].query;
+        assert!(q.header.rd, "RD set");
+        assert_eq!(q.edns.map(|e| e.udp_payload_size), Some(1232));
+        let got = r.only().unwrap();
+        assert_eq!(got.addresses, [(IpAddr::from([192, 0, 2, 1]), 60)]);
+        assert_eq!(
+            got.source,
+            Source::Server {
+                addr: sa(S1),
+                tcp: false
+            }
+        );
+        assert_eq!(got.name, n("www.test."));
+    }
+
+    #[test]
+    fn silent_servers_are_tried_in_turn_for_each_attempt_then_no_answer() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let r = run(s.start("www.test.", Want::A, t0), t0, |_| Reply::Silence);
+        assert_eq!(
+            r.servers(),
+            [
+                (sa(S1), false),
+                (sa(S2), false),
+                (sa(S1), false),
+                (sa(S2), false)
+            ]
+        );
+        let at: Vec<Duration> = r.sent.iter().map(|s| s.at - t0).collect();
+        assert_eq!(at, [secs(0), secs(5), secs(10), secs(15)]);
+        assert_eq!(r.end - t0, secs(20));
+        match r.only() {
+            Err(Error::NoAnswer {
+                queries: 4,
+                ignored: 0,
+                servers,
+                ..
+            }) => {
+                assert_eq!(servers, [sa(S1), sa(S2)])
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn attempts_and_timeout_come_from_resolv_conf() {
+        let t0 = Instant::now();
+        let mut c = ResolvConf::parse("options timeout:2 attempts:3\n");
+        c.nameservers = vec![sa(S1)];
+        let s = Setup::new(c);
+        let r = run(s.start("www.test.", Want::A, t0), t0, |_| Reply::Silence);
+        let at: Vec<Duration> = r.sent.iter().map(|s| s.at - t0).collect();
+        assert_eq!(at, [secs(0), secs(2), secs(4)]);
+    }
+
+    #[test]
+    fn rotate_starts_each_query_one_server_further() {
+        let t0 = Instant::now();
+        let mut c = conf();
+        c.rotate = true;
+        let mut s = Setup::new(c);
+        s.first_server = 1;
+        let r = run(s.start("www.test.", Want::A, t0), t0, |_| Reply::Silence);
+        assert_eq!(r.sent[0].server, sa(S2));
+        assert_eq!(r.sent[1].server, sa(S1));
+        // Both families of one lookup: the second query starts one server on.
+        let r = run(s.start("www.test.", Want::Both, t0), t0, ok);
+        let mut firsts: Vec<SocketAddr> = r.sent.iter().map(|s| s.server).collect();
+        firsts.sort();
+        assert_eq!(firsts, [sa(S1), sa(S2)]);
+        // Without rotate, always the first.
+        s.conf.rotate = false;
+        let r = run(s.start("www.test.", Want::A, t0), t0, |_| Reply::Silence);
+        assert_eq!(r.sent[0].server, sa(S1));
+    }
+
+    #[test]
+    fn the_deadline_bounds_the_lookup() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let params = LookupParams {
+            conf: &s.conf,
+            hosts: &s.hosts,
+            options: s.options,
+            cache: &s.cache,
+            first_server: 0,
+        };
+        let m = LookupMachine::new(
+            "www.test.",
+            Want::A,
+            params,
+            Box::new(|| Ok(1)),
+            t0,
+            t0 + Duration::from_millis(100),
+        );
+        let r = run(m, t0, |_| Reply::Silence);
+        assert_eq!(r.end - t0, Duration::from_millis(100));
+        assert!(matches!(r.only(), Err(Error::TimedOut { op: "resolve" })));
+    }
+
+    #[test]
+    fn servfail_and_refused_move_on_and_the_last_is_reported() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            if q.server == sa(S1) {
+                Reply::Bytes(vec![reply(&q.query, Rcode::SERVFAIL, vec![])])
+            } else {
+                ok(q)
+            }
+        });
+        assert_eq!(
+            r.only().unwrap().source,
+            Source::Server {
+                addr: sa(S2),
+                tcp: false
+            }
+        );
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![reply(&q.query, Rcode::REFUSED, vec![])])
+        });
+        assert_eq!(r.sent.len(), 4, "every server, every attempt");
+        match r.only() {
+            Err(Error::Rcode {
+                rcode: 5, server, ..
+            }) => assert_eq!(server, sa(S2)),
+            e => panic!("{e:?}"),
+        }
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![reply(&q.query, Rcode::SERVFAIL, vec![])])
+        });
+        assert!(matches!(r.only(), Err(Error::ServFail { .. })));
+    }
+
+    #[test]
+    fn nxdomain_and_nodata_end_the_lookup_with_their_errors() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let r = run(s.start("gone.test.", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![reply(&q.query, Rcode::NXDOMAIN, vec![])])
+        });
+        assert_eq!(r.sent.len(), 1, "NXDOMAIN is an answer: no other server");
+        match r.only() {
+            Err(Error::NxDomain { name, server }) => {
+                assert_eq!((name.as_str(), server), ("gone.test.", sa(S1)))
+            }
+            e => panic!("{e:?}"),
+        }
+        let r = run(s.start("v4only.test.", Want::Aaaa, t0), t0, |q| {
+            // NOERROR with only an A record: no AAAA (RFC 2308 §2.2).
+            Reply::Bytes(vec![reply(
+                &q.query,
+                Rcode::NOERROR,
+                vec![a(qname(q), [192, 0, 2, 1], 60)],
+            )])
+        });
+        assert!(matches!(r.only(), Err(Error::NoAddress { .. })));
+    }
+
+    #[test]
+    fn datagrams_that_do_not_match_are_counted_and_dropped() {
+        let t0 = Instant::now();
+        let mut c = conf();
+        c.attempts = 1;
+        c.nameservers.truncate(1);
+        let s = Setup::new(c);
+        let forged = |q: &Sent| {
+            reply(
+                &q.query,
+                Rcode::NOERROR,
+                vec![a(qname(q), [6, 6, 6, 6], 60)],
+            )
+        };
+        // Wrong ID, wrong question, not a response, another opcode, garbage, and a
+        // right answer from another address: none is taken, and the wait goes on.
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            let good = forged(q);
+            let mut id = good.clone();
+            id[0] ^= 0xff;
+            let mut question = good.clone();
+            question[13] ^= 0x20 ^ b'z';
+            let mut not_response = good.clone();
+            not_response[2] &= 0x7f;
+            let mut opcode = good.clone();
+            opcode[2] |= 0x10;
+            Reply::Bytes(vec![
+                id,
+                question,
+                not_response,
+                opcode,
+                vec![1, 2, 3],
+                vec![],
+            ])
+        });
+        match r.only() {
+            Err(Error::NoAnswer {
+                ignored: 6,
+                queries: 1,
+                ..
+            }) => {}
+            e => panic!("{e:?}"),
+        }
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            Reply::From(sa("203.0.113.1:53"), forged(q))
+        });
+        assert!(matches!(r.only(), Err(Error::NoAnswer { ignored: 1, .. })));
+        // The question is compared without case (RFC 1035 §2.3.3, RFC 4343).
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            let mut m = q.query.clone();
+            m.questions[0].qname = n("WWW.Test.");
+            Reply::Bytes(vec![reply(
+                &m,
+                Rcode::NOERROR,
+                vec![a(qname(q), [192, 0, 2, 1], 60)],
+            )])
+        });
+        assert!(r.only().is_ok());
+    }
+
+    #[test]
+    fn formerr_to_edns_is_asked_again_without_the_opt_record() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        for echo_question in [true, false] {
+            let r = run(s.start("old.test.", Want::A, t0), t0, |q| {
+                if q.query.edns.is_none() {
+                    return ok(q);
+                }
+                let mut m = q.query.clone();
+                if !echo_question {
+                    m.questions.clear();
+                }
+                Reply::Bytes(vec![reply(&m, Rcode::FORMERR, vec![])])
+            });
+            let edns: Vec<bool> = r.sent.iter().map(|s| s.query.edns.is_some()).collect();
+            assert_eq!(edns, [true, false], "echo {echo_question}");
+            assert_eq!(r.sent[1].server, sa(S1), "the same server, same try");
+            assert!(r.only().is_ok());
+        }
+        // A FORMERR without a question and with another ID is no answer.
+        let r = run(s.start("old.test.", Want::A, t0), t0, |q| {
+            let mut m = q.query.clone();
+            m.questions.clear();
+            m.header.id ^= 1;
+            Reply::Bytes(vec![reply(&m, Rcode::FORMERR, vec![])])
+        });
+        assert!(r.sent.iter().all(|s| s.query.edns.is_some()));
+        // Without EDNS configured, FORMERR is the server's answer.
+        let mut s = Setup::new(conf());
+        s.options.edns_udp_size = None;
+        let r = run(s.start("old.test.", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![reply(&q.query, Rcode::FORMERR, vec![])])
+        });
+        assert_eq!(r.sent.len(), 1);
+        assert!(matches!(r.only(), Err(Error::Rcode { rcode: 1, .. })));
+    }
+
+    #[test]
+    fn a_truncated_answer_is_asked_again_over_tcp() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let r = run(s.start("big.test.", Want::A, t0), t0, |q| {
+            if q.tcp {
+                return ok(q);
+            }
+            let mut m = reply(
+                &q.query,
+                Rcode::NOERROR,
+                vec![a(qname(q), [192, 0, 2, 1], 60)],
+            );
+            m[2] |= 0x02; // TC
+            m.truncate(m.len() - 3); // cut inside the record
+            Reply::Bytes(vec![m])
+        });
+        assert_eq!(r.servers(), [(sa(S1), false), (sa(S1), true)]);
+        assert!(r.sent[1].query.edns.is_none(), "no OPT record over TCP");
+        assert_ne!(r.sent[0].query.header.id, r.sent[1].query.header.id);
+        assert_eq!(
+            r.only().unwrap().source,
+            Source::Server {
+                addr: sa(S1),
+                tcp: true
+            }
+        );
+        // Truncated over TCP too: Truncated.
+        let r = run(s.start("big.test.", Want::A, t0), t0, |q| {
+            let mut m = reply(&q.query, Rcode::NOERROR, vec![]);
+            m[2] |= 0x02;
+            Reply::Bytes(vec![m])
+        });
+        assert!(
+            matches!(r.only(), Err(Error::Truncated { .. })),
+            "TC over TCP"
+        );
+    }
+
+    #[test]
+    fn tcp_from_the_start_and_its_failures() {
+        let t0 = Instant::now();
+        let mut s = Setup::new(conf());
+        s.options.tcp = true;
+        s.options.use_cache = false;
+        let r = run(s.start("www.test.", Want::A, t0), t0, ok);
+        assert_eq!(r.servers(), [(sa(S1), true)]);
+        assert!(r.only().is_ok());
+        // A TCP answer of another ID is a mismatch (the connection is the server's).
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            let mut m = reply(&q.query, Rcode::NOERROR, vec![]);
+            m[1] ^= 1;
+            Reply::Bytes(vec![m])
+        });
+        assert_eq!(r.sent.len(), 4, "each failure moves on to the next server");
+        assert!(matches!(r.only(), Err(Error::Mismatch { what: "ID", .. })));
+        // The stream ends early.
+        let r = run(s.start("www.test.", Want::A, t0), t0, |_| {
+            Reply::Eof(vec![0, 40, 1])
+        });
+        assert!(matches!(r.only(), Err(Error::Closed { op: "read" })));
+        // The connection fails.
+        let r = run(s.start("www.test.", Want::A, t0), t0, |_| {
+            Reply::Fail(|| Error::Io {
+                op: "connect",
+                source: std::io::ErrorKind::ConnectionRefused.into(),
+            })
+        });
+        assert!(matches!(r.only(), Err(Error::Io { op: "connect", .. })));
+    }
+
+    #[test]
+    fn a_transport_error_moves_on_and_is_kept_for_the_end() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            if q.server == sa(S1) {
+                Reply::Fail(|| Error::Io {
+                    op: "recv",
+                    source: std::io::ErrorKind::ConnectionRefused.into(),
+                })
+            } else {
+                Reply::Silence
+            }
+        });
+        // S1 refuses at once, S2 is silent for 5 s, twice.
+        assert_eq!(r.end - t0, secs(10));
+        assert!(matches!(r.only(), Err(Error::Io { op: "recv", .. })));
+    }
+
+    #[test]
+    fn a_failing_id_source_fails_each_try() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let params = LookupParams {
+            conf: &s.conf,
+            hosts: &s.hosts,
+            options: s.options,
+            cache: &s.cache,
+            first_server: 0,
+        };
+        let ids: IdSource = Box::new(|| Err(std::io::ErrorKind::Other.into()));
+        let m = LookupMachine::new("www.test.", Want::Both, params, ids, t0, t0 + secs(60));
+        let mut r = run(m, t0, |_| Reply::Silence);
+        assert!(r.sent.is_empty());
+        assert!(matches!(
+            r.of(RrType::A),
+            Err(Error::Io {
+                op: "getrandom",
+                ..
+            })
+        ));
+        assert!(matches!(
+            r.of(RrType::AAAA),
+            Err(Error::Io {
+                op: "getrandom",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn cname_chains_are_followed_in_the_answer_and_by_new_queries() {
+        let t0 = Instant::now();
+        let mut s = Setup::new(conf());
+        s.options.use_cache = true;
+        let r = run(s.start("alias.test.", Want::A, t0), t0, |q| {
+            let name = qname(q).to_string();
+            let records = match name.as_str() {
+                // In one answer: alias -> mid -> (mid's CNAME leaves the answer).
+                "alias.test." => vec![
+                    cname(qname(q), "mid.test."),
+                    cname(&n("mid.test."), "end.test."),
+                ],
+                "end.test." => vec![a(qname(q), [192, 0, 2, 9], 300)],
+                _ => vec![],
+            };
+            Reply::Bytes(vec![reply(&q.query, Rcode::NOERROR, records)])
+        });
+        let asked: Vec<String> = r.sent.iter().map(|s| qname(s).to_string()).collect();
+        assert_eq!(asked, ["alias.test.", "end.test."]);
+        let got = r.only().unwrap();
+        assert_eq!(got.name, n("alias.test."));
+        assert_eq!(got.cname_chain, [n("mid.test."), n("end.test.")]);
+        // Cached for the smallest TTL of the records used (the CNAMEs' 30 s).
+        let lifetime = s.cache.lifetime(&n("alias.test."), RrType::A);
+        assert_eq!(lifetime, Some(secs(30)));
+    }
+
+    #[test]
+    fn cname_loops_and_long_chains_stop_at_the_limit() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        // a -> b -> a within one answer.
+        let r = run(s.start("a.test.", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![reply(
+                &q.query,
+                Rcode::NOERROR,
+                vec![
+                    cname(&n("a.test."), "b.test."),
+                    cname(&n("b.test."), "a.test."),
+                ],
+            )])
+        });
+        assert_eq!(r.sent.len(), 1);
+        assert!(matches!(
+            r.only(),
+            Err(Error::CnameChainTooLong {
+                limit: MAX_CNAME_CHAIN,
+                ..
+            })
+        ));
+        // A name that is its own alias.
+        let r = run(s.start("self.test.", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![reply(
+                &q.query,
+                Rcode::NOERROR,
+                vec![cname(qname(q), "self.test.")],
+            )])
+        });
+        assert!(matches!(r.only(), Err(Error::CnameChainTooLong { .. })));
+        // c0 -> c1 -> ..., one per answer: a query per step, then the limit.
+        let r = run(s.start("c0.test.", Want::A, t0), t0, |q| {
+            let i: usize = qname(q).to_string()[1..]
+                .split('.')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let next = format!("c{}.test.", i + 1);
+            Reply::Bytes(vec![reply(
+                &q.query,
+                Rcode::NOERROR,
+                vec![cname(qname(q), &next)],
+            )])
+        });
+        assert_eq!(r.sent.len(), MAX_CNAME_CHAIN + 1);
+        assert!(matches!(r.only(), Err(Error::CnameChainTooLong { .. })));
+        // Exactly the limit is allowed.
+        let r = run(s.start("c0.test.", Want::A, t0), t0, |q| {
+            let i: usize = qname(q).to_string()[1..]
+                .split('.')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let rr = if i == MAX_CNAME_CHAIN {
+                a(qname(q), [192, 0, 2, 1], 60)
+            } else {
+                cname(qname(q), &format!("c{}.test.", i + 1))
+            };
+            Reply::Bytes(vec![reply(&q.query, Rcode::NOERROR, vec![rr])])
+        });
+        assert_eq!(r.only().unwrap().cname_chain.len(), MAX_CNAME_CHAIN);
+    }
+
+    #[test]
+    fn records_of_another_class_or_owner_are_ignored() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            let mut chaos = a(qname(q), [6, 6, 6, 6], 60);
+            chaos.class = RrClass(3);
+            let other = a(&n("elsewhere.test."), [6, 6, 6, 7], 60);
+            Reply::Bytes(vec![reply(
+                &q.query,
+                Rcode::NOERROR,
+                vec![chaos, other, a(qname(q), [192, 0, 2, 1], 60)],
+            )])
+        });
+        assert_eq!(
+            r.only().unwrap().addresses,
+            [(IpAddr::from([192, 0, 2, 1]), 60)]
+        );
+    }
+
+    #[test]
+    fn malformed_answers_end_the_try_and_the_next_server_is_asked() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        // A compression pointer to itself in the answer's owner name.
+        let looped = |q: &Sent| {
+            let mut m = reply(&q.query, Rcode::NOERROR, vec![]);
+            m[7] = 1; // ANCOUNT 1
+            let at = m.len() as u16;
+            m.extend((0xc000 | at).to_be_bytes());
+            m.extend([0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1]);
+            m
+        };
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            if q.server == sa(S1) {
+                Reply::Bytes(vec![looped(q)])
+            } else {
+                ok(q)
+            }
+        });
+        assert_eq!(r.end, t0, "no timeout waited");
+        assert_eq!(
+            r.only().unwrap().source,
+            Source::Server {
+                addr: sa(S2),
+                tcp: false
+            }
+        );
+        let r = run(s.start("www.test.", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![looped(q)])
+        });
+        match r.only() {
+            Err(Error::Malformed {
+                reason: WireError::BadPointer { .. },
+                ..
+            }) => {}
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn oversized_and_garbage_stream_input_is_bounded() {
+        let t0 = Instant::now();
+        let mut s = Setup::new(conf());
+        s.options.tcp = true;
+        let mut m = s.start("www.test.", Want::A, t0);
+        let mut buf = Vec::new();
+        let Some(Transmit::Tcp { query, .. }) = m.poll_transmit(&mut buf) else {
+            panic!()
+        };
+        // A length prefix of 65,535 and then far more octets than that in one call:
+        // the machine keeps only the message and ends the try (malformed).
+        let mut junk = vec![0xff, 0xff];
+        junk.extend(vec![0xc0; 200_000]);
+        m.handle_stream(t0, query, &junk);
+        assert!(
+            matches!(m.poll_transmit(&mut buf), Some(Transmit::Close { query: q }) if q == query)
+        );
+        // Input for a closed query is ignored.
+        m.handle_stream(t0, query, &junk);
+        m.handle_datagram(t0, query, sa(S1), &junk);
+        m.handle_stream_eof(t0, query);
+        assert!(matches!(
+            m.poll_transmit(&mut buf),
+            Some(Transmit::Tcp { .. })
+        ));
+        // A zero length prefix is an empty, malformed message.
+        let r = run(s.start("www.test.", Want::A, t0), t0, |_| {
+            Reply::Eof(vec![0, 0])
+        });
+        assert!(matches!(r.only(), Err(Error::Malformed { .. })));
+    }
+
+    #[test]
+    fn random_datagrams_never_panic_or_hang() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        // A small xorshift: the same bytes on every run.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..300 {
+            let r = run(s.start("www.test.", Want::Both, t0), t0, |q| {
+                // The query's ID and question, then random octets; or all random.
+                let mut m = reply(&q.query, Rcode::NOERROR, vec![]);
+                let keep = (rnd() % m.len() as u64) as usize;
+                m.truncate(keep.max(4));
+                let extra = (rnd() % 64) as usize;
+                m.extend((0..extra).map(|_| rnd() as u8));
+                if rnd() % 4 == 0 {
+                    m[2] = rnd() as u8;
+                    m[3] = rnd() as u8;
+                }
+                Reply::Bytes(vec![m])
+            });
+            assert_eq!(r.answers.len(), 2);
+        }
+    }
+
+    // ---- names that need no query, the search list, the pair, the cache ----
+
+    #[test]
+    fn literals_special_use_names_and_hosts_need_no_query() {
+        let t0 = Instant::now();
+        let mut s = Setup::new(conf());
+        s.hosts = Hosts::parse("10.0.0.1 box.test\n10.9.9.9 localhost\n");
+        let mut r = run(s.start("2001:db8::1", Want::Both, t0), t0, |_| {
+            panic!("a query")
+        });
+        assert_eq!(r.of(RrType::AAAA).unwrap().source, Source::Literal);
+        assert!(r.of(RrType::A).unwrap().addresses.is_empty());
+        let mut r = run(s.start("LocalHost.", Want::Both, t0), t0, |_| {
+            panic!("a query")
+        });
+        assert_eq!(
+            r.of(RrType::A).unwrap().addresses,
+            [(IpAddr::from([127, 0, 0, 1]), 0)]
+        );
+        assert_eq!(r.of(RrType::AAAA).unwrap().source, Source::SpecialUse);
+        let r = run(s.start("x.invalid", Want::A, t0), t0, |_| panic!("a query"));
+        assert!(matches!(r.only(), Err(Error::SpecialUseName { .. })));
+        let mut r = run(s.start("box.test", Want::Both, t0), t0, |_| {
+            panic!("a query")
+        });
+        assert_eq!(r.of(RrType::A).unwrap().source, Source::Hosts);
+        assert!(matches!(r.of(RrType::AAAA), Err(Error::NoAddress { .. })));
+        let mut r = run(s.start("bad name", Want::Both, t0), t0, |_| {
+            panic!("a query")
+        });
+        assert!(matches!(r.of(RrType::A), Err(Error::InvalidName { .. })));
+        assert!(matches!(r.of(RrType::AAAA), Err(Error::InvalidName { .. })));
+        // use_hosts false: the hosts file is not read.
+        s.options.use_hosts = false;
+        let r = run(s.start("box.test", Want::A, t0), t0, ok);
+        assert_eq!(r.sent.len(), 1);
+    }
+
+    #[test]
+    fn no_nameserver_is_an_error_of_its_own() {
+        let t0 = Instant::now();
+        let mut c = conf();
+        c.nameservers.clear();
+        let s = Setup::new(c);
+        let r = run(s.start("www.test.", Want::A, t0), t0, |_| panic!("a query"));
+        assert!(matches!(r.only(), Err(Error::NoNameserver)));
+    }
+
+    #[test]
+    fn the_search_list_follows_ndots_and_nxdomain_goes_on() {
+        let t0 = Instant::now();
+        let mut c = ResolvConf::parse("search a.test b.test\noptions ndots:1\n");
+        c.nameservers = vec![sa(S1)];
+        let s = Setup::new(c);
+        let r = run(s.start("www", Want::A, t0), t0, |q| {
+            if *qname(q) == n("www.b.test.") {
+                ok(q)
+            } else {
+                Reply::Bytes(vec![reply(&q.query, Rcode::NXDOMAIN, vec![])])
+            }
+        });
+        let asked: Vec<String> = r.sent.iter().map(|s| qname(s).to_string()).collect();
+        assert_eq!(asked, ["www.a.test.", "www.b.test."]);
+        assert_eq!(r.only().unwrap().name, n("www.b.test."));
+        // NoAddress at one name is kept over a later NXDOMAIN.
+        let r = run(s.start("www", Want::A, t0), t0, |q| {
+            let rcode = if *qname(q) == n("www.a.test.") {
+                Rcode::NOERROR
+            } else {
+                Rcode::NXDOMAIN
+            };
+            Reply::Bytes(vec![reply(&q.query, rcode, vec![])])
+        });
+        assert_eq!(r.sent.len(), 3);
+        assert!(matches!(r.only(), Err(Error::NoAddress { .. })));
+        // A SERVFAIL ends the walk.
+        let r = run(s.start("www", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![reply(&q.query, Rcode::SERVFAIL, vec![])])
+        });
+        assert!(r.sent.iter().all(|s| *qname(s) == n("www.a.test.")));
+        assert!(matches!(r.only(), Err(Error::ServFail { .. })));
+    }
+
+    #[test]
+    fn both_families_stay_on_the_same_name_of_the_search_list() {
+        let t0 = Instant::now();
+        let mut c = ResolvConf::parse("search sa.test sb.test\noptions ndots:1\n");
+        c.nameservers = vec![sa(S1)];
+        let s = Setup::new(c);
+        // www.sa.test has A only; www.sb.test has AAAA only.
+        let mut r = run(s.start("www", Want::Both, t0), t0, |q| {
+            let name = qname(q).clone();
+            let qtype = q.query.questions[0].qtype;
+            let records = match (name.to_string().as_str(), qtype) {
+                ("www.sa.test.", RrType::A) => vec![a(&name, [127, 0, 0, 1], 60)],
+                ("www.sb.test.", RrType::AAAA) => vec![aaaa(&name, "::1", 60)],
+                _ => vec![],
+            };
+            Reply::Bytes(vec![reply(&q.query, Rcode::NOERROR, records)])
+        });
+        assert!(
+            r.sent.iter().all(|s| *qname(s) == n("www.sa.test.")),
+            "{:?}",
+            r.sent
+        );
+        assert_eq!(r.of(RrType::A).unwrap().name, n("www.sa.test."));
+        assert!(matches!(r.of(RrType::AAAA), Err(Error::NoAddress { .. })));
+    }
+
+    #[test]
+    fn an_error_of_one_family_does_not_end_the_others_walk() {
+        let t0 = Instant::now();
+        let mut c =
+            ResolvConf::parse("search sa.test sb.test\noptions ndots:1 timeout:1 attempts:1\n");
+        c.nameservers = vec![sa(S1)];
+        let s = Setup::new(c);
+        for drop_aaaa in [false, true] {
+            let mut r = run(s.start("www", Want::Both, t0), t0, |q| {
+                let name = qname(q).to_string();
+                let qtype = q.query.questions[0].qtype;
+                match (name.as_str(), qtype) {
+                    ("www.sa.test.", RrType::AAAA) if drop_aaaa => Reply::Silence,
+                    ("www.sa.test.", RrType::AAAA) => {
+                        Reply::Bytes(vec![reply(&q.query, Rcode::SERVFAIL, vec![])])
+                    }
+                    ("www.sb.test.", RrType::A) => ok(q),
+                    ("www.sb.test.", _) => {
+                        Reply::Bytes(vec![reply(&q.query, Rcode::NOERROR, vec![])])
+                    }
+                    _ => Reply::Bytes(vec![reply(&q.query, Rcode::NXDOMAIN, vec![])]),
+                }
+            });
+            assert_eq!(
+                r.of(RrType::A).unwrap().name,
+                n("www.sb.test."),
+                "drop {drop_aaaa}"
+            );
+            assert!(r.of(RrType::AAAA).is_err());
+        }
+    }
+
+    #[test]
+    fn answers_are_cached_and_shared_by_later_lookups() {
+        let t0 = Instant::now();
+        let mut s = Setup::new(conf());
+        s.options.use_cache = true;
+        let r = run(s.start("www.test.", Want::A, t0), t0, ok);
+        assert_eq!(r.sent.len(), 1);
+        // 20 s later, from the cache, the TTL counted down; no query.
+        let t1 = t0 + secs(20);
+        let r = run(s.start("www.test.", Want::A, t1), t1, |_| panic!("a query"));
+        let got = r.only().unwrap();
+        assert_eq!(got.source, Source::Cache);
+        assert_eq!(got.addresses, [(IpAddr::from([192, 0, 2, 1]), 40)]);
+        // Expired: asked again.
+        let t2 = t0 + secs(60);
+        let r = run(s.start("www.test.", Want::A, t2), t2, ok);
+        assert_eq!(r.sent.len(), 1);
+        // Not consulted when use_cache is off.
+        let mut s2 = Setup::new(conf());
+        s2.cache = s.cache.clone();
+        s2.options.use_cache = false;
+        let r = run(s2.start("www.test.", Want::A, t2), t2, ok);
+        assert_eq!(r.sent.len(), 1);
+        // Negative answers are not cached.
+        let r = run(s.start("gone.test.", Want::A, t0), t0, |q| {
+            Reply::Bytes(vec![reply(&q.query, Rcode::NXDOMAIN, vec![])])
+        });
+        assert!(r.only().is_err());
+        assert!(s.cache.get(&n("gone.test."), RrType::A, t0).is_none());
+    }
+
+    #[test]
+    fn a_and_aaaa_go_out_together() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let mut m = s.start("www.test.", Want::Both, t0);
+        let mut buf = Vec::new();
+        let mut types = Vec::new();
+        while let Some(Transmit::Udp { .. }) = m.poll_transmit(&mut buf) {
+            types.push(Message::decode(&buf).unwrap().questions[0].qtype);
+            buf.clear();
+        }
+        assert_eq!(types, [RrType::AAAA, RrType::A], "both before any answer");
+    }
+
+    #[test]
+    fn abort_ends_every_unfinished_lookup() {
+        let t0 = Instant::now();
+        let s = Setup::new(conf());
+        let mut m = s.start("www.test.", Want::Both, t0);
+        let mut buf = Vec::new();
+        while m.poll_transmit(&mut buf).is_some() {}
+        m.abort(t0, || Error::TimedOut { op: "resolve" });
+        let mut closes = 0;
+        while let Some(t) = m.poll_transmit(&mut buf) {
+            assert!(matches!(t, Transmit::Close { .. }));
+            closes += 1;
+        }
+        assert_eq!(closes, 2);
+        assert!(m.poll_answer().is_some() && m.poll_answer().is_some());
+        assert!(m.is_finished());
+    }
 }
