@@ -674,7 +674,9 @@ impl LookupMachine {
             return;
         };
         let (server, id, try_deadline) = (t.server, t.id, t.deadline);
-        if from != server {
+        // The address and port (a received IPv6 address may carry flow information
+        // the configured one lacks).
+        if (from.ip(), from.port()) != (server.ip(), server.port()) {
             ex.ignored += 1;
             return;
         }
@@ -829,11 +831,10 @@ impl LookupMachine {
         self.settle(now);
     }
 
-    /// The driver gives up at `now` (its event loop failed, or it shuts down): every
-    /// lookup not yet finished ends with the error `error` makes, and the transports of
-    /// its queries are to be closed.
-    pub fn abort(&mut self, now: Instant, error: impl Fn() -> Error) {
-        let _ = now;
+    /// The driver gives up (its event loop failed, or it shuts down): every lookup not
+    /// yet finished ends with the error `error` makes, and the transports of its
+    /// queries are to be closed ([`Transmit::Close`]).
+    pub fn abort(&mut self, error: impl Fn() -> Error) {
         for h in 0..self.halves.len() {
             match std::mem::replace(&mut self.halves[h].state, State::Done) {
                 State::Done => continue,
@@ -2390,7 +2391,7 @@ mod tests {
         let mut m = s.start("www.test.", Want::Both, t0);
         let mut buf = Vec::new();
         while m.poll_transmit(&mut buf).is_some() {}
-        m.abort(t0, || Error::TimedOut { op: "resolve" });
+        m.abort(|| Error::TimedOut { op: "resolve" });
         let mut closes = 0;
         while let Some(t) = m.poll_transmit(&mut buf) {
             assert!(matches!(t, Transmit::Close { .. }));

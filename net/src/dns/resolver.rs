@@ -230,7 +230,7 @@ fn drive(mut m: LookupMachine) -> Vec<(RrType, Result<Answer, Error>)> {
         Ok(e) => e,
         Err(e) => {
             let kind = e.kind();
-            m.abort(Instant::now(), || Error::Io {
+            m.abort(|| Error::Io {
                 op: "epoll",
                 source: kind.into(),
             });
@@ -255,7 +255,7 @@ fn drive(mut m: LookupMachine) -> Vec<(RrType, Result<Answer, Error>)> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 let kind = e.kind();
-                m.abort(Instant::now(), || Error::Io {
+                m.abort(|| Error::Io {
                     op: "epoll",
                     source: kind.into(),
                 });
@@ -288,7 +288,10 @@ enum Sock {
 pub(crate) struct Transports {
     base: u64,
     socks: HashMap<QueryId, Sock>,
+    /// The outgoing message of the transmit at hand.
     buf: Vec<u8>,
+    /// The receive buffer (the largest UDP payload), allocated on first use.
+    recv: Vec<u8>,
 }
 
 impl Transports {
@@ -297,6 +300,7 @@ impl Transports {
             base,
             socks: HashMap::new(),
             buf: Vec::new(),
+            recv: Vec::new(),
         }
     }
 
@@ -376,10 +380,13 @@ impl Transports {
         let Some(sock) = self.socks.get_mut(&query) else {
             return;
         };
-        let mut buf = vec![0u8; UDP_BUFFER_SIZE];
+        if self.recv.is_empty() {
+            self.recv = vec![0u8; UDP_BUFFER_SIZE];
+        }
+        let buf = &mut self.recv;
         match sock {
             Sock::Udp(s) => loop {
-                match s.recv_from_nonblocking(&mut buf) {
+                match s.recv_from_nonblocking(buf) {
                     Ok((n, _, from)) => m.handle_datagram(now, query, from, &buf[..n]),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -444,7 +451,7 @@ impl Transports {
                     }
                 }
                 loop {
-                    match stream.read_nonblocking(&mut buf) {
+                    match stream.read_nonblocking(buf) {
                         Ok(0) => return m.handle_stream_eof(now, query),
                         Ok(n) => m.handle_stream(now, query, &buf[..n]),
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
