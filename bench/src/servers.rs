@@ -104,7 +104,7 @@ pub fn build(server: &str, root: &Path) -> Result<(), String> {
             "--bin",
             "floor",
         ]),
-        "hyper" | "may_minihttp" => {
+        "hyper" | "may_minihttp" | "axum-pg" => {
             let manifest = format!("bench/peers/{server}/Cargo.toml");
             run(&[
                 "build",
@@ -162,6 +162,7 @@ fn command(
         "floor" => vec![t("target/release/floor"), a],
         "hyper" => vec![t("target/peers/release/peer-hyper"), a],
         "may_minihttp" => vec![t("target/peers/release/peer-may-minihttp"), a],
+        "axum-pg" => vec![t("target/peers/release/peer-axum-pg"), a],
         "nginx" => {
             let dir = scratch.join(format!("nginx-{}", addr.port()));
             std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -220,9 +221,25 @@ impl Running {
         scratch: &Path,
         wrapper: &Wrapper,
     ) -> Result<Running, String> {
+        Self::start_with(server, root, scratch, wrapper, &[])
+    }
+
+    /// [`Running::start`] with `extra` appended to the server's arguments (the
+    /// database scenarios pass keel `--db URL` and the axum peer its URL and pool size).
+    ///
+    /// # Errors
+    ///
+    /// As [`Running::start`].
+    pub fn start_with(
+        server: &str,
+        root: &Path,
+        scratch: &Path,
+        wrapper: &Wrapper,
+        extra: &[String],
+    ) -> Result<Running, String> {
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::start_at(server, root, scratch, wrapper, free_addr())? {
+            match Self::start_at(server, root, scratch, wrapper, free_addr(), extra)? {
                 Ok(r) => return Ok(r),
                 Err(exited) => last = exited,
             }
@@ -238,8 +255,10 @@ impl Running {
         scratch: &Path,
         wrapper: &Wrapper,
         addr: SocketAddr,
+        extra: &[String],
     ) -> Result<Result<Running, String>, String> {
-        let cmd = command(server, root, addr, scratch)?;
+        let mut cmd = command(server, root, addr, scratch)?;
+        cmd.extend(extra.iter().cloned());
         let mut argv: Vec<String> = match wrapper {
             Wrapper::Pinned(cpus) => vec!["taskset".into(), "-c".into(), cpus.clone()],
             Wrapper::Callgrind(dir) => vec![

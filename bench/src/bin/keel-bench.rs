@@ -1308,6 +1308,8 @@ mod tests {
                     p50_us: 1.0,
                     p99_us: 1.0,
                     wrk_cpu_pct: 1.0,
+                    socket_errors: 0,
+                    non_2xx: 0,
                     output: String::new(),
                 })
             } else {
