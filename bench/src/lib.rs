@@ -13,10 +13,12 @@
 //! (the latency of pipelined batches, which wrk cannot report),
 //! [`procfs`] (CPU and memory of the server processes), [`report`] (summaries) and
 //! [`redis`] (the Redis scenarios: keel's `redis::Client` against redis-rs and
-//! `redis-benchmark` on a `redis-server` of its own).
+//! `redis-benchmark` on a `redis-server` of its own) and [`db`] (TechEmpower's database
+//! tests: keel with `--db` against axum + tokio-postgres on a PostgreSQL of its own).
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod db;
 pub mod probe;
 pub mod procfs;
 pub mod redis;

@@ -162,6 +162,8 @@ pub struct Output {
     pub skipped: Vec<(String, String)>,
     /// The Redis scenarios' rows (empty when none was selected).
     pub redis: Vec<RedisRow>,
+    /// The database scenarios' rows (empty when none was selected).
+    pub db: Vec<crate::db::DbRow>,
 }
 
 /// One measured round of one Redis client in one Redis scenario.

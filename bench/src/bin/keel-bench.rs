@@ -31,7 +31,8 @@ struct Args {
     servers: Vec<String>,
     /// Scenarios, comma-separated: plaintext, plaintext-pipelined, json; the Redis
     /// scenarios redis-get-set, redis-pipelined and redis-multiplexed (reported as not
-    /// measured) are not in the default set.
+    /// measured) and the database tests db, queries, fortunes and updates are not in
+    /// the default set.
     #[arg(
         long,
         value_delimiter = ',',
@@ -70,6 +71,15 @@ struct Args {
     /// ten times as many [default: 20000, quick 5000].
     #[arg(long)]
     redis_requests: Option<u64>,
+    /// Servers of the database tests, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "keel,axum-pg")]
+    db_servers: Vec<String>,
+    /// PostgreSQL connections of keel's one worker (its `--db-connections`).
+    #[arg(long, default_value_t = 1)]
+    db_connections: u16,
+    /// Size of the axum peer's connection pool (deadpool `max_size`).
+    #[arg(long, default_value_t = 8)]
+    db_pool: usize,
 }
 
 /// The Redis scenarios: (name, pipelined). `redis-multiplexed` is reported as not
@@ -324,9 +334,10 @@ fn main() {
     for n in &args.scenarios {
         let known = SCENARIOS.iter().any(|s| s.name == n)
             || REDIS_SCENARIOS.iter().any(|s| s.0 == n)
-            || n == "redis-multiplexed";
+            || n == "redis-multiplexed"
+            || keel_bench::db::TESTS.contains(&n.as_str());
         if !known {
-            eprintln!("unknown scenario {n}; known: plaintext, plaintext-pipelined, json, redis-get-set, redis-pipelined, redis-multiplexed");
+            eprintln!("unknown scenario {n}; known: plaintext, plaintext-pipelined, json, redis-get-set, redis-pipelined, redis-multiplexed, db, queries, fortunes, updates");
             std::process::exit(2);
         }
     }
@@ -336,6 +347,20 @@ fn main() {
         .filter(|s| args.scenarios.iter().any(|n| n == s.0))
         .collect();
     let redis_multiplexed = args.scenarios.iter().any(|n| n == "redis-multiplexed");
+    let db_tests: Vec<&str> = keel_bench::db::TESTS
+        .iter()
+        .copied()
+        .filter(|t| args.scenarios.iter().any(|n| n == t))
+        .collect();
+    for s in &args.db_servers {
+        if !keel_bench::db::SERVERS.contains(&s.as_str()) {
+            eprintln!(
+                "unknown database server {s}; known: {}",
+                keel_bench::db::SERVERS.join(", ")
+            );
+            std::process::exit(2);
+        }
+    }
     // With only Redis scenarios, no HTTP server is built, checked or counted.
     let http_wanted = !scenarios.is_empty() || args.instructions_only;
     let http_servers: &[String] = if http_wanted { &args.servers } else { &[] };
@@ -608,6 +633,28 @@ fn main() {
         );
     }
 
+    // 3c. The database tests: one PostgreSQL, each server in turn on it.
+    let db_cases = keel_bench::db::plan(&db_tests, args.quick);
+    let mut db_rows: Vec<keel_bench::db::DbRow> = Vec::new();
+    if !db_cases.is_empty() && !args.instructions_only {
+        db_rows = db_rounds(
+            &DbRun {
+                root: &root,
+                scratch: &scratch,
+                cases: &db_cases,
+                servers: &args.db_servers,
+                rounds,
+                duration,
+                build: !args.no_build,
+                server_cpus: &server_cpus,
+                wrk_cpus: &wrk_cpus,
+                keel_connections: args.db_connections,
+                pool: args.db_pool,
+            },
+            &mut skipped,
+        );
+    }
+
     // 4. Instructions per request under callgrind.
     let mut instr: Vec<InstructionsRow> = Vec::new();
     let has_valgrind =
@@ -699,7 +746,7 @@ fn main() {
     md += "# keel-bench results\n\n";
 
     if rows.is_empty() && !http_wanted {
-        md += &format!("Run {stamp}; Redis scenarios only.\n\n");
+        md += &format!("Run {stamp}; Redis or database scenarios only.\n\n");
     } else if rows.is_empty() {
         md += &format!("Run {stamp}; instruction counts only (no wrk runs).\n\n");
     } else {
@@ -719,18 +766,27 @@ fn main() {
     } else {
         String::new()
     };
+    let db_tools = if db_tests.is_empty() || http_wanted {
+        String::new()
+    } else {
+        cmd_version("wrk", &["-v"])
+    };
     let redis_tools = if redis_scenarios.is_empty() {
         String::new()
     } else {
         format!(
             "{}{}; perf {}",
-            if tools.is_empty() { "" } else { "; " },
+            if tools.is_empty() && db_tools.is_empty() {
+                ""
+            } else {
+                "; "
+            },
             cmd_version("redis-benchmark", &["--version"]),
             cmd_version("perf", &["--version"]),
         )
     };
     md += &format!(
-        "Machine: {} CPUs, {}; kernel {}. Tools: {tools}{redis_tools}.\n\n",
+        "Machine: {} CPUs, {}; kernel {}. Tools: {tools}{db_tools}{redis_tools}.\n\n",
         cpus,
         cmd_version(
             "sh",
@@ -808,6 +864,22 @@ fn main() {
             &wrk_cpus,
         );
     }
+    if !db_cases.is_empty() && !args.instructions_only {
+        let header = format!(
+            "{}, TechEmpower's database (`scripts/techempower-db.sh`) pinned to CPU {wrk_cpus} with wrk; every server runs one worker pinned to CPU {server_cpus}: keel `--workers 1 --db-connections {}`, axum-pg a tokio current-thread runtime with a deadpool pool of {} connections. A warm-up run per server and test ({} s at the test's first case), then {rounds} interleaved rounds of {} s: in each, every case, every server in turn. Peers not measured: {}.",
+            keel_bench::db::postgres_version(),
+            args.db_connections,
+            args.db_pool,
+            DB_WARM_UP.as_secs(),
+            duration.as_secs(),
+            keel_bench::db::NOT_BUILT
+                .iter()
+                .map(|(p, why)| format!("{p} ({why})"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+        md += &keel_bench::db::markdown(&db_rows, &db_cases, &header);
+    }
     if !instr.is_empty() {
         md += "## Instructions per request (callgrind, user space, zero-request baseline subtracted)\n\n| pattern | ";
         let names: Vec<&String> = ok.iter().collect();
@@ -864,6 +936,7 @@ fn main() {
         parser_instructions_per_head: parser_instr,
         skipped,
         redis: redis_rows,
+        db: db_rows,
     };
     let json = serde_json::to_string_pretty(&output).expect("serialize");
     std::fs::write(out_dir.join("results.json"), &json).expect("write json");
@@ -874,6 +947,133 @@ fn main() {
     println!("{md}");
     let _ = std::io::stdout().flush();
     progress(&format!("results in {}", out_dir.display()));
+}
+
+/// The settings of the database tests' rounds.
+struct DbRun<'a> {
+    root: &'a Path,
+    scratch: &'a Path,
+    cases: &'a [keel_bench::db::Case],
+    servers: &'a [String],
+    rounds: usize,
+    duration: Duration,
+    build: bool,
+    server_cpus: &'a str,
+    wrk_cpus: &'a str,
+    keel_connections: u16,
+    pool: usize,
+}
+
+/// The warm-up run of each server and database test.
+const DB_WARM_UP: Duration = Duration::from_secs(2);
+
+/// Builds the database servers, starts one PostgreSQL pinned to wrk's CPU, starts each
+/// server in turn on the server CPU and checks its answers (a server that fails is
+/// skipped with the reason), then runs a warm-up per server and test and `rounds`
+/// interleaved rounds: every case, every server. The servers stay up between cases.
+fn db_rounds(run: &DbRun, skipped: &mut Vec<(String, String)>) -> Vec<keel_bench::db::DbRow> {
+    use keel_bench::db::{self as kd, PgDb};
+    for (peer, why) in kd::NOT_BUILT {
+        skipped.push((format!("db {peer}"), why.to_string()));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for s in run.servers {
+        if run.build {
+            progress(&format!("building {s} for the database tests"));
+            if let Err(e) = servers::build(s, run.root) {
+                progress(&format!("skipping {s}: {e}"));
+                skipped.push((format!("db {s}"), e));
+                continue;
+            }
+        }
+        names.push(s);
+    }
+    let mut db = match PgDb::start(run.root, run.scratch, run.wrk_cpus) {
+        Ok(db) => db,
+        Err(e) => {
+            progress(&format!("no database tests: {e}"));
+            skipped.push(("PostgreSQL".into(), e));
+            return Vec::new();
+        }
+    };
+    progress(&format!("PostgreSQL at {}", db.url));
+    let mut running: Vec<Running> = Vec::new();
+    for s in names {
+        let extra = kd::server_args(s, &db.url, run.keel_connections, run.pool);
+        let started = Running::start_with(
+            s,
+            run.root,
+            run.scratch,
+            &Wrapper::Pinned(run.server_cpus.into()),
+            &extra,
+        );
+        match started.and_then(|r| kd::check(r.addr).map(|()| r)) {
+            Ok(r) => {
+                progress(&format!("{s}: database responses check out"));
+                running.push(r);
+            }
+            Err(e) => {
+                progress(&format!("skipping {s}: {e}"));
+                skipped.push((format!("db {s}"), e));
+            }
+        }
+    }
+    let settings = |duration| kd::RunSettings {
+        duration,
+        server_cpus: run.server_cpus,
+        wrk_cpus: run.wrk_cpus,
+        scratch: run.scratch,
+    };
+    for test in kd::TESTS {
+        let Some(first) = run.cases.iter().find(|c| c.test == test) else {
+            continue;
+        };
+        for r in &running {
+            if let Err(e) = kd::measure(r, &db, first, &settings(DB_WARM_UP)) {
+                progress(&format!("warm-up {} {}: {e}", first.label, r.name));
+            }
+        }
+    }
+    let mut measured: BTreeMap<(String, String), Vec<kd::DbRound>> = BTreeMap::new();
+    let total = run.rounds * run.cases.len() * running.len();
+    let mut done = 0;
+    for round in 1..=run.rounds {
+        for case in run.cases {
+            for r in &running {
+                done += 1;
+                match kd::measure(r, &db, case, &settings(run.duration)) {
+                    Ok(m) => {
+                        progress(&format!(
+                            "[{done}/{total}] round {round} {} {}: {:.0} req/s, p99 {:.0} µs, {:.2} µs server CPU/req, {:.2} µs PostgreSQL CPU/req, {} errors, {} KiB, wrk {:.0}% CPU, {:.1}% stolen",
+                            case.label, r.name, m.rps, m.p99_us, m.cpu_us_per_req, m.db_cpu_us_per_req, m.errors, m.peak_kib, m.wrk_cpu_pct, m.steal_pct
+                        ));
+                        measured
+                            .entry((case.label.clone(), r.name.clone()))
+                            .or_default()
+                            .push(m);
+                    }
+                    Err(e) => progress(&format!(
+                        "[{done}/{total}] round {round} {} {}: FAILED {e}",
+                        case.label, r.name
+                    )),
+                }
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for case in run.cases {
+        for r in &running {
+            if let Some(m) = measured.get(&(case.label.clone(), r.name.clone())) {
+                rows.push(kd::row(case, &r.name, m));
+            }
+        }
+    }
+    for mut r in running {
+        r.stop();
+    }
+    db.stop();
+    progress("PostgreSQL stopped");
+    rows
 }
 
 /// The settings of the Redis scenarios' rounds.
