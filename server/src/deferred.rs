@@ -286,10 +286,18 @@ mod tests {
         let mut big = Response::new();
         big.body(&vec![b'x'; 1 << 20]);
         completions.recycle(big);
-        assert_eq!(completions.inner.borrow().spare.len(), 0, "a 1 MiB body is let go");
+        assert_eq!(
+            completions.inner.borrow().spare.len(),
+            0,
+            "a 1 MiB body is let go"
+        );
         let mut small = Response::new();
         small.body(b"ok");
         completions.recycle(small);
-        assert_eq!(completions.inner.borrow().spare.len(), 1, "a small one is kept");
+        assert_eq!(
+            completions.inner.borrow().spare.len(),
+            1,
+            "a small one is kept"
+        );
     }
 }

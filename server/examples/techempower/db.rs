@@ -16,7 +16,14 @@ const TEXT_HTML: Header = header!("Content-Type", "text/html; charset=utf-8");
 const STATEMENTS: &[(&str, &str)] = &[
     ("world", "SELECT id, randomnumber FROM world WHERE id = $1"),
     ("fortunes", "SELECT id, message FROM fortune"),
-    ("update", "UPDATE world SET randomnumber = $1 WHERE id = $2"),
+    // One statement for all the rows of a request (TechEmpower allows a batch update):
+    // the ids and numbers as two arrays, the ids sorted so that concurrent requests
+    // lock rows in one order.
+    (
+        "update",
+        "UPDATE world SET randomnumber = v.r \
+         FROM unnest($1::int[], $2::int[]) AS v(id, r) WHERE world.id = v.id",
+    ),
     ("all_worlds", "SELECT id, randomnumber FROM world"),
 ];
 const WORLD: usize = 0;
@@ -170,6 +177,21 @@ fn failure_status(e: &keel_clients::Error) -> StatusCode {
         }
         _ => StatusCode::SERVICE_UNAVAILABLE,
     }
+}
+
+/// The ids and the random numbers of `rows` as two PostgreSQL array literals in text
+/// format (`{1,2,3}`), for the update's `int[]` parameters.
+fn array_literals(rows: &[World]) -> (String, String) {
+    use std::fmt::Write;
+    let (mut ids, mut numbers) = (String::from("{"), String::from("{"));
+    for (i, w) in rows.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(ids, "{sep}{}", w.id);
+        let _ = write!(numbers, "{sep}{}", w.random_number);
+    }
+    ids.push('}');
+    numbers.push('}');
+    (ids, numbers)
 }
 
 fn respond_worlds(res: &mut Response, rows: &[World]) {
@@ -348,27 +370,22 @@ impl Db {
         }
         let to_write = std::mem::take(&mut self.to_write);
         for multi in to_write {
-            let params: Vec<(String, String)> = {
+            let (ids, numbers) = {
                 let mut m = multi.borrow_mut();
                 for w in &mut m.rows {
                     w.random_number = self.rng.world_id();
                 }
                 // In id order, so that concurrent requests lock rows in one order.
                 m.rows.sort_unstable_by_key(|w| w.id);
-                m.left = m.rows.len();
+                m.left = 1;
                 m.update = false;
-                m.rows
-                    .iter()
-                    .map(|w| (w.random_number.to_string(), w.id.to_string()))
-                    .collect()
+                array_literals(&m.rows)
             };
-            for (random, id) in &params {
-                self.query(
-                    UPDATE,
-                    &[Some(random.as_bytes()), Some(id.as_bytes())],
-                    Tag::Part(Rc::clone(&multi)),
-                );
-            }
+            self.query(
+                UPDATE,
+                &[Some(ids.as_bytes()), Some(numbers.as_bytes())],
+                Tag::Part(Rc::clone(&multi)),
+            );
         }
     }
 

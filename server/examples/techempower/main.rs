@@ -8,7 +8,7 @@
 //! | `GET /db`                    | one random `World` row as `{"id":N,"randomNumber":N}`      |
 //! | `GET /queries?queries=N`     | N random rows (N clamped to 1..500; missing or not a number: 1), one query each |
 //! | `GET /fortunes`              | the `Fortune` rows and one added at request time, sorted by message, HTML-escaped, as `text/html; charset=utf-8` |
-//! | `GET /updates?queries=N`     | N random rows, each given a new random number that is written back (one `UPDATE` each, in id order) |
+//! | `GET /updates?queries=N`     | N random rows, each given a new random number, written back with one `UPDATE` for them all (ids in order) |
 //! | `GET /cached-queries?count=N`| N random rows from a cache of the `World` table, loaded from the database once per worker |
 //!
 //! Any other path gets 404; the database tests get `503 Service Unavailable` while the
