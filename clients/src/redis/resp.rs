@@ -455,6 +455,10 @@ pub struct Decoder {
     limits: Limits,
     /// Bytes of the current value already parsed.
     pos: usize,
+    /// How far the line after `pos` (the line of the item at `pos`) is known to hold
+    /// no CR or LF, so that a line arriving a few bytes at a time is scanned once, not
+    /// from its start at every resume; 0 when nothing is known.
+    scanned: usize,
     stack: Vec<Frame>,
 }
 
@@ -465,6 +469,7 @@ impl Decoder {
         Decoder {
             limits,
             pos: 0,
+            scanned: 0,
             stack: Vec::new(),
         }
     }
@@ -484,6 +489,7 @@ impl Decoder {
     /// Forgets any partly parsed value (for a new connection).
     pub fn reset(&mut self) {
         self.pos = 0;
+        self.scanned = 0;
         self.stack.clear();
     }
 
@@ -499,6 +505,7 @@ impl Decoder {
                 return Ok(None);
             };
             self.pos = next;
+            self.scanned = 0;
             let mut value = match item {
                 Item::Value(value) => value,
                 Item::Open(kind, count) => {
@@ -527,6 +534,7 @@ impl Decoder {
                 let Some(frame) = self.stack.last_mut() else {
                     let consumed = self.pos;
                     self.pos = 0;
+                    self.scanned = 0;
                     return Ok(Some((value, consumed)));
                 };
                 frame.items.push(value);
@@ -549,7 +557,7 @@ impl Decoder {
     }
 
     /// Reads the header or scalar at `self.pos`: the item and the position after it.
-    fn item(&self, input: &[u8]) -> Result<Option<(Item, usize)>, Error> {
+    fn item(&mut self, input: &[u8]) -> Result<Option<(Item, usize)>, Error> {
         let Some(&kind) = input.get(self.pos) else {
             return Ok(None);
         };
@@ -573,9 +581,20 @@ impl Decoder {
         ) {
             return Err(Error::UnknownType { byte: kind });
         }
-        let Some((text, after)) = read_line(input, self.pos + 1, kind, self.limits.max_line_size)?
-        else {
-            return Ok(None);
+        let start = self.pos + 1;
+        let line = read_line(
+            input,
+            start,
+            self.scanned.max(start),
+            kind,
+            self.limits.max_line_size,
+        )?;
+        let (text, after) = match line {
+            Line::Complete(text, after) => (text, after),
+            Line::Partial { scanned } => {
+                self.scanned = scanned;
+                return Ok(None);
+            }
         };
         let value = match kind {
             SIMPLE_STRING => Value::SimpleString(text.to_vec()),
@@ -741,26 +760,40 @@ fn pairs(items: Vec<Value>) -> Vec<(Value, Value)> {
     out
 }
 
-/// The line starting at `start` up to its CRLF, and the position after the CRLF;
-/// `None` when the CRLF has not arrived yet.
+/// What [`read_line`] found.
+enum Line<'a> {
+    /// The line's text and the position after its CRLF.
+    Complete(&'a [u8], usize),
+    /// The CRLF has not arrived; the bytes before `scanned` hold no CR or LF (scan
+    /// from there next time).
+    Partial { scanned: usize },
+}
+
+/// The line starting at `start` up to its CRLF. The bytes from `start` to `from` are
+/// known to hold no CR or LF (an earlier call scanned them), so the scan starts at
+/// `from`: a line that arrives in many pieces costs time linear in its length.
 fn read_line(
     input: &[u8],
     start: usize,
+    from: usize,
     kind: u8,
     max: usize,
-) -> Result<Option<(&[u8], usize)>, Error> {
+) -> Result<Line<'_>, Error> {
     let rest = input.get(start..).unwrap_or_default();
     // A CR at index `max` ends a line of `max` bytes, the longest allowed.
     let window = &rest[..rest.len().min(max.saturating_add(1))];
-    match memchr::memchr2(b'\r', b'\n', window) {
+    let skip = (from - start).min(window.len());
+    match memchr::memchr2(b'\r', b'\n', &window[skip..]).map(|i| i + skip) {
         Some(i) if window[i] == b'\n' => Err(Error::BareLf { kind }),
         Some(i) => match rest.get(i + 1) {
-            None => Ok(None),
-            Some(b'\n') => Ok(Some((&rest[..i], start + i + 2))),
+            None => Ok(Line::Partial { scanned: start + i }),
+            Some(b'\n') => Ok(Line::Complete(&rest[..i], start + i + 2)),
             Some(_) => Err(Error::BareCr { kind }),
         },
         None if rest.len() > max => Err(Error::LineTooLong { limit: max }),
-        None => Ok(None),
+        None => Ok(Line::Partial {
+            scanned: start + window.len(),
+        }),
     }
 }
 
