@@ -2,6 +2,10 @@
 //! where one is needed (a server that goes silent after the startup).
 #![cfg(feature = "pg")]
 
+mod util;
+
+use util::pg_loop::EventLoop;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -13,13 +17,11 @@ fn statements() -> [(&'static str, &'static str); 1] {
     [("one", "SELECT 1")]
 }
 
-/// FINDING (panic): `LoopClient::connect` (and `handle_timeout` after a backoff)
-/// computes the startup deadline as `now + config.connect_timeout`
-/// (clients/src/pg/loop_client.rs, `connect` and `handle_timeout`), which panics with
-/// "overflow when adding duration to instant" for a very long timeout; the blocking
-/// `Client` uses `deadline_after` (checked, a far-future instant) and has a test that
-/// timeouts of any length do not overflow (`timeouts_of_any_length_do_not_overflow`).
-/// A handler calling `connect` in `Handler::start` takes its worker down.
+/// A connect timeout of any length (`Duration::MAX` meaning "no limit") does not
+/// overflow the startup deadline, as the blocking `Client`'s `deadline_after` does not
+/// (`timeouts_of_any_length_do_not_overflow`). It panicked ("overflow when adding
+/// duration to instant"), and a handler calling `connect` in `Handler::start` took its
+/// worker down.
 #[test]
 fn a_connect_timeout_of_any_length_does_not_overflow() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -92,22 +94,19 @@ fn silent_server() -> u16 {
     port
 }
 
-/// FINDING (hang): `Config::query_timeout` ("bounds each query, from sending it to its
-/// `ReadyForQuery`") is ignored by `LoopClient`: against a server that stops answering
-/// with its connection up, a query never gets its `Done`, whatever the timeout says,
-/// and `poll_timeout` is `None` once the session is ready, so the caller is never even
-/// woken for it. The blocking `Client` honours the same field (cancel, then
-/// `TimedOut`). Through the techempower example this is an HTTP request that never
-/// gets a response (see server/tests/techempower_db_review.rs).
+/// `Config::query_timeout` ("bounds each query, from sending it to its
+/// `ReadyForQuery`") bounds a `LoopClient` query too: against a server that stops
+/// answering with its connection up, the query gets its `Done` (an error) once the
+/// timeout passes, and `poll_timeout` wakes the caller for it. (It was ignored: the
+/// query never ended, and through the techempower example an HTTP request never got
+/// a response; see server/tests/techempower_db_faults.rs.)
 #[test]
 fn the_query_timeout_of_the_config_bounds_a_query() {
     let port = silent_server();
     let mut config = Config::new("127.0.0.1", port, "u");
     config.query_timeout = Some(Duration::from_millis(300));
     let mut client: LoopClient<u32> = LoopClient::new(&config, &statements()).unwrap();
-    let epoll = keel_linux::epoll::Epoll::new().unwrap();
-    let mut events = keel_linux::epoll::Events::with_capacity(4);
-    let mut registered = 0u64;
+    let mut ev = EventLoop::new();
     let mut done: Vec<(u32, Result<u64, Error>)> = Vec::new();
     client.connect(Instant::now());
     let mut queried = false;
@@ -117,46 +116,11 @@ fn the_query_timeout_of_the_config_bounds_a_query() {
             client.query(0, &[], 7).map_err(|(_, e)| e).unwrap();
             queried = true;
         }
-        client.flush();
-        if let Some((fd, read, write)) = client.socket() {
-            use keel_linux::epoll::Interest;
-            let mut interest = Interest::NONE;
-            if read {
-                interest = interest | Interest::READABLE;
-            }
-            if write {
-                interest = interest | Interest::WRITABLE;
-            }
-            if client.socket_id() != registered {
-                epoll.add(fd, 1, interest).unwrap();
-                registered = client.socket_id();
-            } else {
-                epoll.modify(fd, 1, interest).unwrap();
-            }
-        }
-        let wait = client
-            .poll_timeout()
-            .map_or(Duration::from_millis(50), |t| {
-                t.saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(50))
-            });
-        let _ = epoll.wait(&mut events, Some(wait));
-        let ready: Vec<(bool, bool)> = events
-            .iter()
-            .map(|e| {
-                let bad = e.is_error() || e.is_hangup();
-                (e.is_readable() || bad, e.is_writable() || bad)
-            })
-            .collect();
-        let mut on_reply = |reply: Reply<'_, u32>| {
+        ev.turn(&mut client, Duration::from_millis(50), |reply| {
             if let Reply::Done { tag, result } = reply {
                 done.push((tag, result));
             }
-        };
-        for (r, w) in ready {
-            client.on_ready(Instant::now(), r, w, &mut on_reply);
-        }
-        client.handle_timeout(Instant::now(), &mut on_reply);
+        });
     }
     assert!(queried, "the session never became ready");
     assert_eq!(

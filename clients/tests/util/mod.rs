@@ -3,6 +3,8 @@
 //! and a way to get the `clients::Error` out of an `io::Error`.
 #![allow(dead_code)]
 
+#[cfg(feature = "pg")]
+pub mod pg_loop;
 pub mod redis_server;
 
 use std::io::{BufRead, BufReader, Read, Write};
