@@ -95,7 +95,7 @@
 //!
 //! [RFC 3986 §2.1, §5.2.4]: https://www.rfc-editor.org/rfc/rfc3986#section-2.1
 
-use crate::{BodySink, Handler, Request, Response, StatusCode};
+use crate::{BodySink, EventLoop, Handler, Readiness, Request, Response, StatusCode};
 use std::fmt;
 
 /// Most parameters and wildcards one pattern may have.
@@ -122,7 +122,10 @@ type SinkFn<S> = dyn FnMut(&mut S, &Request<'_>) -> Box<dyn BodySink>;
 /// it may keep per-worker counters or caches in its captures (a worker handles one
 /// request at a time, so no locking is needed). `S` is optional state owned by the
 /// router, shared by the handlers added with [`Router::route_with_state`], which get it
-/// as `&mut S`: make one with [`Router::with_state`].
+/// as `&mut S`: make one with [`Router::with_state`]. State that owns sockets (a
+/// database client whose route handlers defer their responses) joins the worker's
+/// loop through [`Router::on_start`], [`Router::on_ready`] and
+/// [`Router::on_turn_end`].
 ///
 /// ```no_run
 /// use keel_server::{router::Router, Config, Server};
@@ -141,6 +144,22 @@ pub struct Router<S = ()> {
     nodes: Vec<Node>,
     routes: Vec<Route<S>>,
     state: S,
+    /// What the router does for the worker's loop ([`Router::on_start`] and the like).
+    hooks: Hooks<S>,
+}
+
+/// [`Router::on_start`]'s function.
+type StartFn<S> = dyn FnMut(&mut S, &mut EventLoop<'_>) -> std::io::Result<()>;
+/// [`Router::on_ready`]'s function.
+type ReadyFn<S> = dyn FnMut(&mut S, u32, Readiness, &mut EventLoop<'_>);
+/// [`Router::on_turn_end`]'s function.
+type TurnEndFn<S> = dyn FnMut(&mut S, &mut EventLoop<'_>);
+
+/// The loop functions of a router, each optional.
+struct Hooks<S> {
+    start: Option<Box<StartFn<S>>>,
+    ready: Option<Box<ReadyFn<S>>>,
+    turn_end: Option<Box<TurnEndFn<S>>>,
 }
 
 /// One registered route.
@@ -332,7 +351,47 @@ impl<S> Router<S> {
             nodes: vec![Node::default()],
             routes: Vec::new(),
             state,
+            hooks: Hooks {
+                start: None,
+                ready: None,
+                turn_end: None,
+            },
         }
+    }
+
+    /// Runs `f` with the router's state as [`Handler::start`]: once in each worker,
+    /// before it serves, where the state's own sockets (a database connection made in
+    /// this process) join the worker's epoll set ([`EventLoop::register`]). Replaces a
+    /// function set before.
+    pub fn on_start<F>(mut self, f: F) -> Self
+    where
+        F: FnMut(&mut S, &mut EventLoop<'_>) -> std::io::Result<()> + 'static,
+    {
+        self.hooks.start = Some(Box::new(f));
+        self
+    }
+
+    /// Runs `f` with the router's state as [`Handler::on_ready`]: a socket the state
+    /// registered is ready (`token`, `readiness`); route handlers that deferred their
+    /// responses ([`Response::defer`]) are completed from here. Replaces a function
+    /// set before.
+    pub fn on_ready<F>(mut self, f: F) -> Self
+    where
+        F: FnMut(&mut S, u32, Readiness, &mut EventLoop<'_>) + 'static,
+    {
+        self.hooks.ready = Some(Box::new(f));
+        self
+    }
+
+    /// Runs `f` with the router's state as [`Handler::on_turn_end`]: once per turn of
+    /// the worker's loop, to flush what the turn's requests queued and to keep timers
+    /// ([`EventLoop::wake_at`]). Replaces a function set before.
+    pub fn on_turn_end<F>(mut self, f: F) -> Self
+    where
+        F: FnMut(&mut S, &mut EventLoop<'_>) + 'static,
+    {
+        self.hooks.turn_end = Some(Box::new(f));
+        self
     }
 
     /// Adds a route: requests with `method` (a case-sensitive token such as `"GET"`,
@@ -766,6 +825,28 @@ impl<S> Handler for Router<S> {
             }
         }
     }
+
+    /// Runs the function given to [`Router::on_start`], if any.
+    fn start(&mut self, event_loop: &mut EventLoop<'_>) -> std::io::Result<()> {
+        match &mut self.hooks.start {
+            Some(f) => f(&mut self.state, event_loop),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs the function given to [`Router::on_ready`], if any.
+    fn on_ready(&mut self, token: u32, readiness: Readiness, event_loop: &mut EventLoop<'_>) {
+        if let Some(f) = &mut self.hooks.ready {
+            f(&mut self.state, token, readiness, event_loop);
+        }
+    }
+
+    /// Runs the function given to [`Router::on_turn_end`], if any.
+    fn on_turn_end(&mut self, event_loop: &mut EventLoop<'_>) {
+        if let Some(f) = &mut self.hooks.turn_end {
+            f(&mut self.state, event_loop);
+        }
+    }
 }
 
 impl<S: fmt::Debug> fmt::Debug for Router<S> {
@@ -787,6 +868,44 @@ mod tests {
     use super::*;
     use crate::handler::Prefix;
     use keel_http::{Limits, RequestParser, Status};
+
+    /// The loop functions reach the router's state: what a database client kept
+    /// there needs to join the worker's epoll set, hear of readiness and flush.
+    #[test]
+    fn the_loop_functions_get_the_state() {
+        let mut router = Router::with_state(Vec::<String>::new())
+            .on_start(|log, _| {
+                log.push("start".into());
+                Ok(())
+            })
+            .on_ready(|log, token, readiness, _| {
+                log.push(format!("ready {token} {}", readiness.is_readable()));
+            })
+            .on_turn_end(|log, lp| {
+                log.push(format!("turn end {}", lp.shutting_down()));
+            });
+        let epoll = keel_linux::epoll::Epoll::new().unwrap();
+        let mut wake_at = None;
+        let mut lp = EventLoop {
+            epoll: &epoll,
+            wake_at: &mut wake_at,
+            shutting_down: false,
+        };
+        Handler::start(&mut router, &mut lp).unwrap();
+        let readiness = Readiness {
+            readable: true,
+            writable: false,
+            hangup: false,
+            error: false,
+        };
+        Handler::on_ready(&mut router, 3, readiness, &mut lp);
+        Handler::on_turn_end(&mut router, &mut lp);
+        assert_eq!(router.state(), &["start", "ready 3 true", "turn end false"]);
+        // Without them, nothing happens and start succeeds.
+        let mut plain = Router::new();
+        Handler::start(&mut plain, &mut lp).unwrap();
+        Handler::on_turn_end(&mut plain, &mut lp);
+    }
 
     /// A router whose every route answers `"{method} {pattern} {params:?}"`.
     fn table(routes: &[(&'static str, &'static str)]) -> Router {
