@@ -11,11 +11,10 @@
 //! any chain the suite says must fail was accepted.
 
 use clap::Parser;
-use keel_tls::{verify_chain, Certificate, Purpose, ServerName, VerifyOptions};
+use keel_conformance::limbo::{run_case, Outcome};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, UNIX_EPOCH};
 
 #[derive(Parser)]
 #[command(about = "Run the x509-limbo suite through keel-tls's certificate verifier")]
@@ -32,133 +31,6 @@ struct Args {
     /// Print each case that does not match its expected result.
     #[arg(long)]
     verbose: bool,
-}
-
-/// Features keel does not support; cases tagged with them are skipped.
-const UNSUPPORTED: &[(&str, &str)] = &[
-    ("has-crl", "revocation checking (crls) is not supported"),
-    (
-        "rfc5280-incompatible-with-webpki",
-        "keel follows the web pki where rfc 5280 disagrees",
-    ),
-    (
-        "pedantic-public-suffix-wildcard",
-        "the public suffix list is not consulted",
-    ),
-];
-
-enum Outcome {
-    Success,
-    Failure(String),
-    Skipped(String),
-}
-
-fn certs(case: &Value, key: &str) -> Result<Vec<Certificate>, String> {
-    let mut out = Vec::new();
-    for pem in case[key].as_array().into_iter().flatten() {
-        let pem = pem.as_str().ok_or_else(|| format!("{key}: not a string"))?;
-        out.push(Certificate::from_pem(pem.as_bytes()).map_err(|e| e.to_string())?);
-    }
-    Ok(out)
-}
-
-/// RFC 3339 `YYYY-MM-DDTHH:MM:SS[.frac](Z|+00:00)` to seconds since the epoch.
-fn parse_time(text: &str) -> Option<u64> {
-    let b = text.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { text.get(r)?.parse().ok() };
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
-}
-
-fn run_case(case: &Value) -> Result<Outcome, String> {
-    for feature in case["features"].as_array().into_iter().flatten() {
-        if let Some((_, why)) = UNSUPPORTED
-            .iter()
-            .find(|(f, _)| Some(*f) == feature.as_str())
-        {
-            return Ok(Outcome::Skipped(why.to_string()));
-        }
-    }
-    let roots = certs(case, "trusted_certs")?;
-    let intermediates = certs(case, "untrusted_intermediates")?;
-    let leaf_pem = case["peer_certificate"]
-        .as_str()
-        .ok_or("no peer certificate")?;
-    let leaf = match Certificate::from_pem(leaf_pem.as_bytes()) {
-        Ok(c) => c,
-        Err(e) => return Ok(Outcome::Failure(e.to_string())),
-    };
-    let time = match case["validation_time"].as_str() {
-        Some(t) => UNIX_EPOCH + Duration::from_secs(parse_time(t).ok_or("bad validation_time")?),
-        // No time given: the suite means "now"; the harness is the driver, so it may
-        // read the clock.
-        None => std::time::SystemTime::now(),
-    };
-    let purpose = match case["validation_kind"].as_str() {
-        Some("CLIENT") => Purpose::ClientAuth,
-        _ => Purpose::ServerAuth,
-    };
-    let peer_name = match (
-        case["expected_peer_name"]["kind"].as_str(),
-        case["expected_peer_name"]["value"].as_str(),
-    ) {
-        (Some("DNS"), Some(v)) => match ServerName::parse(v) {
-            Ok(ServerName::DnsName(n)) => Some(ServerName::DnsName(n)),
-            Ok(_) | Err(_) => return Ok(Outcome::Failure(format!("invalid dns name {v:?}"))),
-        },
-        (Some("IP"), Some(v)) => match v.parse() {
-            Ok(ip) => Some(ServerName::IpAddress(ip)),
-            Err(_) => return Ok(Outcome::Failure(format!("invalid ip address {v:?}"))),
-        },
-        (Some(kind), _) => {
-            return Ok(Outcome::Skipped(format!(
-                "peer name kind {kind} is not supported"
-            )))
-        }
-        _ => None,
-    };
-    let ekus: Vec<&str> = case["extended_key_usage"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let purpose = match ekus.as_slice() {
-        [] => purpose,
-        ["serverAuth"] => Purpose::ServerAuth,
-        ["clientAuth"] => Purpose::ClientAuth,
-        other => {
-            return Ok(Outcome::Skipped(format!(
-                "eku set {other:?} is not supported"
-            )))
-        }
-    };
-    let max_depth = case["max_chain_depth"]
-        .as_u64()
-        .map(|d| u32::try_from(d).unwrap_or(u32::MAX));
-    let options = VerifyOptions {
-        purpose,
-        peer_name,
-        time,
-        max_depth,
-    };
-    Ok(
-        match verify_chain(&roots, &intermediates, &leaf, &options) {
-            Ok(_) => Outcome::Success,
-            Err(e) => Outcome::Failure(e.to_string()),
-        },
-    )
 }
 
 fn main() -> ExitCode {
@@ -225,18 +97,5 @@ fn main() -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_time;
-
-    #[test]
-    fn rfc3339_times() {
-        assert_eq!(parse_time("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_time("2024-04-01T00:00:00Z"), Some(1_711_929_600));
-        assert_eq!(parse_time("2000-03-01T12:30:15+00:00"), Some(951_913_815));
-        assert_eq!(parse_time("garbage"), None);
     }
 }
