@@ -42,9 +42,10 @@ pub const ALL: &[Suite] = &[
     },
     Suite {
         name: "python-http",
-        about: "Python's http.client against keel's server (json_api example), Python's \
-                http.server request parsing against keel's RequestParser, and Python's ssl + \
-                http.client against keel's HTTPS server",
+        about: "both directions against Python's standard library: http.client (and ssl) \
+                against keel's server (json_api example, plain and HTTPS), http.server's \
+                request parsing against keel's RequestParser, and keel's client and \
+                ClientConnection against http.server (plain, redirects, and over Python's ssl)",
         run: |ctx| {
             ensure_tool(ctx, "python3", "python3")?;
             ensure_tool(ctx, "openssl", "openssl")?;
@@ -54,6 +55,10 @@ pub const ALL: &[Suite] = &[
                     ("keel-server", "python_client"),
                     ("keel-http", "python_differential"),
                     ("keel-server", "https"),
+                    ("keel-http", "python_http_server"),
+                    ("keel-clients", "python_http"),
+                    ("keel-clients", "redirects"),
+                    ("keel-clients", "https"),
                 ],
             )
         },
@@ -78,16 +83,19 @@ pub const ALL: &[Suite] = &[
     },
     Suite {
         name: "redis",
-        about: "keel's redis-cli example against a real redis-server, RESP2 and RESP3",
+        about: "keel's redis-cli example beside the real redis-cli on the same redis-server, \
+                RESP2 and RESP3",
         run: |ctx| {
             ensure_tool(ctx, "redis-server", "redis-server")?;
+            ensure_tool(ctx, "redis-cli", "redis-tools")?;
             cargo_tests(ctx, &[("keel-clients", "redis_cli_example")])
         },
     },
     Suite {
         name: "postgres",
-        about: "keel's PostgreSQL client against a real PostgreSQL server it starts (initdb, \
-                SCRAM-SHA-256, TLS, COPY, pipelining, cancel)",
+        about: "keel's PostgreSQL client and psql example against a real PostgreSQL server \
+                the tests start (initdb, SCRAM-SHA-256, TLS, COPY, pipelining, cancel); no \
+                comparison with the real psql yet",
         run: |ctx| {
             let initdb = crate::runner::on_path("initdb")
                 || std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|versions| {
