@@ -302,6 +302,25 @@ pub fn suite(dir: &Path) -> Result<SuiteReport, String> {
         report.cases.push(result);
     }
     report.scores = scores;
+    for (harness, _) in &peers {
+        let (mut keel_only, mut peer_only) = (0, 0);
+        for (case, expected) in report.cases.iter().zip(
+            suite["testcases"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| c["expected_result"].as_str().unwrap_or("?")),
+        ) {
+            let keel_right = case.verdict == Verdict::Agrees;
+            let peer_right = case.peers.get(harness).is_some_and(|a| a == expected);
+            keel_only += usize::from(keel_right && !peer_right);
+            peer_only += usize::from(peer_right && !keel_right);
+        }
+        report.notes.push(format!(
+            "{keel_only} cases keel gets right and {harness} does not (or skips); \
+             {peer_only} cases {harness} gets right and keel does not (or skips)"
+        ));
+    }
     Ok(report)
 }
 

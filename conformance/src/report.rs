@@ -129,6 +129,12 @@ pub fn markdown(reports: &[SuiteReport], seconds: f64) -> String {
             }
             let _ = writeln!(md);
         }
+        for note in &r.notes {
+            let _ = writeln!(md, "- {note}");
+        }
+        if !r.notes.is_empty() {
+            let _ = writeln!(md);
+        }
         if !r.decisions.is_empty() {
             let _ = writeln!(md, "Decisions (why keel differs on purpose):\n");
             let _ = writeln!(md, "| decision | cases | rule |");

@@ -119,6 +119,9 @@ pub struct SuiteReport {
     /// keel's and the peers' scores against the expected results, if the suite has
     /// them.
     pub scores: Vec<Score>,
+    /// Lines the report prints under the suite's scores (how keel and the peers
+    /// compare, say).
+    pub notes: Vec<String>,
     /// Problems with the suite itself (a decision that names no case, a harness
     /// error); each fails the run like an unexplained difference.
     pub problems: Vec<String>,
@@ -151,6 +154,7 @@ impl SuiteReport {
             cases: Vec::new(),
             decisions: Vec::new(),
             scores: Vec::new(),
+            notes: Vec::new(),
             problems: Vec::new(),
             seconds: 0.0,
         }

@@ -179,5 +179,6 @@ fn fast_suites_have_no_unexplained_difference() {
     }
     let limbo = &reports[2];
     assert_eq!(limbo.scores.len(), 3, "keel, OpenSSL and pyca");
+    assert_eq!(limbo.notes.len(), 2, "keel against each peer");
     let _ = std::fs::remove_dir_all(&out);
 }
