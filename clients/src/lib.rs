@@ -34,6 +34,8 @@
 mod error;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "llm")]
+pub mod llm;
 #[cfg(feature = "pg")]
 pub mod pg;
 #[cfg(feature = "redis")]
