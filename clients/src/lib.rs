@@ -10,9 +10,10 @@
 //! The HTTP driver never parses HTTP itself: it drives
 //! [`keel_http::ClientConnection`], which makes every framing decision, over a
 //! [`transport::Stream`]; the PostgreSQL and Redis drivers drive
-//! `pg::proto::Connection` and `redis::Connection` the same way. LLM API clients are
-//! planned, not written; `DESIGN.md` in this crate says what exists and what is still
-//! to come.
+//! `pg::proto::Connection` and `redis::Connection` the same way. The OpenAI and
+//! Anthropic clients (`llm`, feature `llm`, on by default) assemble streamed events in
+//! the I/O-free `llm::Assembler` and send requests with `http::Client`; `DESIGN.md` in
+//! this crate says what exists and what is still to come.
 //!
 //! ```text
 //!   http::Client ──► transport::connect ──► keel_net (DNS, Happy Eyeballs, TCP)
