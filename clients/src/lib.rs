@@ -38,6 +38,8 @@ pub mod http;
 #[cfg(feature = "llm")]
 pub mod llm;
 #[cfg(feature = "pg")]
+mod loop_link;
+#[cfg(feature = "pg")]
 pub mod pg;
 #[cfg(feature = "redis")]
 pub mod redis;

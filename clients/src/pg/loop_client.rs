@@ -2,27 +2,16 @@
 //! poll), for a single-threaded server worker that must not block on the database.
 
 use std::collections::VecDeque;
-use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::time::{Duration, Instant};
-
-use keel_net::TcpStream;
+use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
+use std::time::Instant;
 
 use super::proto::backend::DataRowBody;
 use super::proto::{self, Connection, Event};
 use super::{rows_affected, startup_config, Config, SslMode};
 use crate::error::{Error, Phase};
-use crate::transport::Resolver;
+use crate::loop_link::{self, later, Link, LinkError, Progress, Received, Stage};
 
-/// The first delay before reconnecting after a failure; it doubles after each failed
-/// attempt up to [`MAX_BACKOFF`], and is reset once a session is ready.
-const INITIAL_BACKOFF: Duration = Duration::from_millis(50);
-/// The longest delay between reconnection attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
-/// The first size of the receive buffer; it grows only for a larger message, up to
-/// [`proto::Limits::max_message_len`] plus the 5-byte header.
-const INITIAL_BUFFER: usize = 16 * 1024;
 /// The default of [`LoopClient::with_max_outstanding`].
 const DEFAULT_MAX_OUTSTANDING: usize = 1024;
 
@@ -54,72 +43,22 @@ pub enum Reply<'a, T> {
     },
 }
 
-/// Where the session is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Link {
-    /// [`LoopClient::connect`] was never called.
-    Idle,
-    /// The last attempt failed; the next starts at `until`.
-    Backoff { until: Instant },
-    /// A TCP connect is in progress; `deadline` bounds the whole startup.
-    Connecting { deadline: Instant },
-    /// TCP is up; startup, authentication and the preparation of the statements run.
-    Starting { deadline: Instant },
-    /// The statements are prepared: queries go out as they are made.
-    Ready,
-}
-
 /// Why the session failed, kept so that every waiting query gets its own [`Error`].
 #[derive(Clone, Debug)]
 enum Cause {
-    /// The TCP connect failed.
-    Connect {
-        kind: io::ErrorKind,
-        errno: Option<i32>,
-    },
-    /// A socket call failed after the connect.
-    Io {
-        op: &'static str,
-        kind: io::ErrorKind,
-        errno: Option<i32>,
-    },
+    /// The socket failed: the connect, or a read or write after it.
+    Link(LinkError),
     /// The protocol machine failed (a broken protocol, authentication, a `FATAL`
     /// error, end of stream).
     Proto(proto::Error),
-    /// The connect timeout passed.
+    /// The connect timeout passed, or the query timeout.
     TimedOut(Phase),
 }
 
 impl Cause {
-    fn io(op: &'static str, e: &io::Error) -> Cause {
-        Cause::Io {
-            op,
-            kind: e.kind(),
-            errno: e.raw_os_error(),
-        }
-    }
-
     fn error(&self, host: &str, port: u16, phase: Phase) -> Error {
-        let io = |kind: io::ErrorKind, errno: Option<i32>| match errno {
-            Some(errno) => io::Error::from_raw_os_error(errno),
-            None => io::Error::from(kind),
-        };
         match self {
-            Cause::Connect { kind, errno } => Error::Connect {
-                host: host.to_owned(),
-                port,
-                source: keel_net::Error::Io {
-                    op: "connect",
-                    source: io(*kind, *errno),
-                },
-            },
-            Cause::Io { op, kind, errno } => Error::Net {
-                phase,
-                source: keel_net::Error::Io {
-                    op,
-                    source: io(*kind, *errno),
-                },
-            },
+            Cause::Link(e) => e.error(host, port, phase),
             Cause::Proto(e) => Error::Postgres(e.clone()),
             Cause::TimedOut(phase) => Error::TimedOut { phase: *phase },
         }
@@ -195,27 +134,13 @@ pub struct LoopClient<T> {
     config: Config,
     /// (name, SQL) of each statement, prepared after every connect.
     statements: Vec<(String, String)>,
-    addrs: Vec<SocketAddr>,
-    /// The address of the next attempt.
-    next_addr: usize,
-    /// Attempts left in this round of addresses before giving up and backing off.
-    round_left: usize,
+    /// The socket, its buffers, the connect and the backoff.
     link: Link,
-    stream: Option<TcpStream>,
-    socket_id: u64,
     conn: Option<Connection>,
     /// Preparations whose `ReadyForQuery` has not arrived.
     preparing: usize,
-    rbuf: Vec<u8>,
-    start: usize,
-    end: usize,
-    max_buffer: usize,
-    wbuf: Vec<u8>,
-    /// Bytes of `wbuf` already written.
-    written: usize,
     sent: VecDeque<Sent<T>>,
     waiting: VecDeque<Waiting<T>>,
-    backoff: Duration,
     last_error: Option<Cause>,
     max_outstanding: usize,
 }
@@ -259,30 +184,22 @@ impl<T> LoopClient<T> {
                 }));
             }
         }
-        let addrs = resolve(&config.host, config.port, config.connect_timeout)?;
+        let addrs = loop_link::resolve(&config.host, config.port, config.connect_timeout)?;
         Ok(LoopClient {
             config: config.clone(),
             statements: statements
                 .iter()
                 .map(|(n, s)| ((*n).to_owned(), (*s).to_owned()))
                 .collect(),
-            round_left: addrs.len(),
-            addrs,
-            next_addr: 0,
-            link: Link::Idle,
-            stream: None,
-            socket_id: 0,
+            link: Link::new(
+                addrs,
+                config.connect_timeout,
+                config.limits.max_message_len.saturating_add(5),
+            ),
             conn: None,
             preparing: 0,
-            rbuf: Vec::new(),
-            start: 0,
-            end: 0,
-            max_buffer: config.limits.max_message_len.saturating_add(5),
-            wbuf: Vec::new(),
-            written: 0,
             sent: VecDeque::new(),
             waiting: VecDeque::new(),
-            backoff: INITIAL_BACKOFF,
             last_error: None,
             max_outstanding: DEFAULT_MAX_OUTSTANDING,
         })
@@ -304,7 +221,7 @@ impl<T> LoopClient<T> {
     /// The resolved addresses, tried in turn.
     #[must_use]
     pub fn addresses(&self) -> &[SocketAddr] {
-        &self.addrs
+        self.link.addresses()
     }
 
     /// Starts connecting, without waiting: a non-blocking socket and `connect(2)`, then
@@ -314,57 +231,28 @@ impl<T> LoopClient<T> {
     /// A connect the kernel refuses at once moves to the next address, and when every
     /// address failed, to a backoff (see [`LoopClient::poll_timeout`]).
     pub fn connect(&mut self, now: Instant) {
-        if matches!(self.link, Link::Idle | Link::Backoff { .. }) {
-            self.round_left = self.addrs.len();
-            let deadline = later(now, self.config.connect_timeout);
-            self.start_attempt(now, deadline, &mut |_| {});
-        }
+        let progress = self.link.connect(now);
+        self.advance(now, progress, &mut |_| {});
     }
 
-    /// Starts a TCP connect to the next address; on an immediate failure moves on, and
-    /// after the last address fails everything waiting.
-    fn start_attempt(&mut self, now: Instant, deadline: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
-        loop {
-            let addr = self.addrs[self.next_addr % self.addrs.len()];
-            self.next_addr = (self.next_addr + 1) % self.addrs.len();
-            self.round_left = self.round_left.saturating_sub(1);
-            self.close_socket();
-            match TcpStream::connect_nonblocking(addr) {
-                Ok((stream, connected)) => {
-                    self.stream = Some(stream);
-                    self.socket_id += 1;
-                    self.link = Link::Connecting { deadline };
-                    if connected {
-                        self.connected(now, deadline, f);
-                    }
-                    return;
-                }
-                Err(e) => {
-                    let cause = match &e {
-                        keel_net::Error::Io {
-                            op: "connect",
-                            source,
-                        } => Cause::Connect {
-                            kind: source.kind(),
-                            errno: source.raw_os_error(),
-                        },
-                        keel_net::Error::Io { op, source } => Cause::io(op, source),
-                        _ => Cause::Connect {
-                            kind: io::ErrorKind::Other,
-                            errno: None,
-                        },
-                    };
-                    if self.round_left == 0 {
-                        self.fail(now, cause, f);
-                        return;
-                    }
-                }
+    /// Acts on what the link reported.
+    fn advance(&mut self, now: Instant, progress: Progress, f: &mut dyn FnMut(Reply<'_, T>)) {
+        match progress {
+            Progress::Pending => {}
+            Progress::Connected => self.connected(now, f),
+            Progress::Failed(e) => self.fail(now, Cause::Link(e), f),
+            Progress::TimedOut => {
+                let phase = match self.link.stage() {
+                    Stage::Connecting { .. } => Phase::Connect,
+                    _ => Phase::Startup,
+                };
+                self.fail(now, Cause::TimedOut(phase), f);
             }
         }
     }
 
     /// The TCP connect succeeded: start the session.
-    fn connected(&mut self, now: Instant, deadline: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
+    fn connected(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
         let conn = match startup_config(&self.config).and_then(|c| Connection::new(c).map_err(pg)) {
             Ok(conn) => conn,
             Err(Error::Postgres(e)) => return self.fail(now, Cause::Proto(e), f),
@@ -379,10 +267,6 @@ impl<T> LoopClient<T> {
             }
         };
         self.conn = Some(conn);
-        self.link = Link::Starting { deadline };
-        self.rbuf.resize(INITIAL_BUFFER.min(self.max_buffer), 0);
-        self.start = 0;
-        self.end = 0;
         self.write(now, f);
     }
 
@@ -391,11 +275,8 @@ impl<T> LoopClient<T> {
     /// then readability always, and writability while output is pending.
     #[must_use]
     pub fn socket(&self) -> Option<(BorrowedFd<'_>, bool, bool)> {
-        let stream = self.stream.as_ref()?;
-        let connecting = matches!(self.link, Link::Connecting { .. });
-        let pending = self.written < self.wbuf.len()
-            || self.conn.as_ref().is_some_and(Connection::wants_write);
-        Some((stream.as_fd(), !connecting, connecting || pending))
+        self.link
+            .socket(self.conn.as_ref().is_some_and(Connection::wants_write))
     }
 
     /// A number that changes every time a new socket is made (0 before the first):
@@ -403,13 +284,13 @@ impl<T> LoopClient<T> {
     /// [`LoopClient::socket`] anew. A closed socket leaves epoll by itself.
     #[must_use]
     pub fn socket_id(&self) -> u64 {
-        self.socket_id
+        self.link.socket_id()
     }
 
     /// Whether the statements are prepared and queries go out as they are made.
     #[must_use]
     pub fn is_ready(&self) -> bool {
-        self.link == Link::Ready
+        self.link.is_ready()
     }
 
     /// The number of queries in flight or waiting for the session.
@@ -431,64 +312,21 @@ impl<T> LoopClient<T> {
         mut f: impl FnMut(Reply<'_, T>),
     ) {
         let f: &mut dyn FnMut(Reply<'_, T>) = &mut f;
-        match self.link {
-            Link::Connecting { deadline } => {
-                if !(readable || writable) {
-                    return;
-                }
-                let Some(stream) = &self.stream else { return };
-                match stream.take_error() {
-                    Ok(None) if writable => self.connected(now, deadline, f),
-                    Ok(None) => {}
-                    Ok(Some(e)) => self.connect_failed(
-                        now,
-                        deadline,
-                        Cause::Connect {
-                            kind: e.kind(),
-                            errno: e.raw_os_error(),
-                        },
-                        f,
-                    ),
-                    Err(e) => self.connect_failed(
-                        now,
-                        deadline,
-                        Cause::Connect {
-                            kind: io::ErrorKind::Other,
-                            errno: match e {
-                                keel_net::Error::Io { source, .. } => source.raw_os_error(),
-                                _ => None,
-                            },
-                        },
-                        f,
-                    ),
-                }
+        match self.link.stage() {
+            Stage::Connecting { .. } => {
+                let progress = self.link.on_connect_ready(now, readable, writable);
+                self.advance(now, progress, f);
             }
-            Link::Starting { .. } | Link::Ready => {
+            Stage::Starting { .. } | Stage::Ready => {
                 if readable {
                     self.read(now, f);
                 }
-                let starting = matches!(self.link, Link::Starting { .. });
-                if (writable || starting) && self.stream.is_some() {
+                let starting = matches!(self.link.stage(), Stage::Starting { .. });
+                if (writable || starting) && self.link.has_socket() {
                     self.write(now, f);
                 }
             }
-            Link::Idle | Link::Backoff { .. } => {}
-        }
-    }
-
-    /// A TCP connect failed: try the next address of this round, or give up.
-    fn connect_failed(
-        &mut self,
-        now: Instant,
-        deadline: Instant,
-        cause: Cause,
-        f: &mut dyn FnMut(Reply<'_, T>),
-    ) {
-        if self.round_left > 0 && now < deadline {
-            self.last_error = Some(cause);
-            self.start_attempt(now, deadline, f);
-        } else {
-            self.fail(now, cause, f);
+            Stage::Idle | Stage::Backoff { .. } => {}
         }
     }
 
@@ -498,88 +336,50 @@ impl<T> LoopClient<T> {
     /// A socket error fails the session on the next [`LoopClient::on_ready`] (the
     /// read sees it), so this takes no callback.
     pub fn flush(&mut self) {
-        if self.link != Link::Ready {
+        if !self.link.is_ready() {
             return;
         }
         if let Some(conn) = &mut self.conn {
-            conn.poll_transmit(&mut self.wbuf);
+            conn.poll_transmit(self.link.output());
         }
         // An error is seen again by the next read or write.
-        let _ = self.write_some();
-    }
-
-    /// Writes from `wbuf` until it is empty or the socket is full.
-    fn write_some(&mut self) -> io::Result<()> {
-        let Some(stream) = &self.stream else {
-            return Ok(());
-        };
-        while self.written < self.wbuf.len() {
-            match stream.write_nonblocking(&self.wbuf[self.written..]) {
-                Ok(n) => self.written += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
-            }
-        }
-        if self.written == self.wbuf.len() {
-            self.wbuf.clear();
-            self.written = 0;
-        }
-        Ok(())
+        let _ = self.link.write_some();
     }
 
     fn write(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
         if let Some(conn) = &mut self.conn {
-            conn.poll_transmit(&mut self.wbuf);
+            conn.poll_transmit(self.link.output());
         }
-        if let Err(e) = self.write_some() {
-            self.fail(now, Cause::io("write", &e), f);
+        if let Err(e) = self.link.write_some() {
+            self.fail(now, Cause::Link(LinkError::io("write", &e)), f);
         }
     }
 
     fn read(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
         loop {
-            if self.end == self.rbuf.len() {
-                if self.start > 0 {
-                    self.rbuf.copy_within(self.start..self.end, 0);
-                    self.end -= self.start;
-                    self.start = 0;
-                } else if self.rbuf.len() < self.max_buffer {
-                    // The machine refuses a message over the limit from its header, so
-                    // the buffer never needs to pass `max_buffer`.
-                    let len = (self.rbuf.len() * 2)
-                        .clamp(INITIAL_BUFFER.min(self.max_buffer), self.max_buffer);
-                    self.rbuf.resize(len, 0);
-                } else {
-                    let limit = self.config.limits.max_message_len;
-                    return self.fail(
-                        now,
-                        Cause::Proto(proto::Error::MessageTooLong {
-                            kind: self.rbuf.first().copied().unwrap_or(0),
-                            len: self.rbuf.len(),
-                            limit,
-                        }),
-                        f,
-                    );
+            match self.link.read() {
+                Received::Data => {
+                    if !self.process(now, f) {
+                        return;
+                    }
                 }
-            }
-            let Some(stream) = &self.stream else { return };
-            match stream.read_nonblocking(&mut self.rbuf[self.end..]) {
-                Ok(0) => {
+                Received::WouldBlock => return,
+                Received::Eof => {
                     if let Some(conn) = &mut self.conn {
                         conn.handle_eof();
                     }
                     return self.fail(now, Cause::Proto(proto::Error::Closed), f);
                 }
-                Ok(n) => {
-                    self.end += n;
-                    if !self.process(now, f) {
-                        return;
-                    }
+                Received::Full => {
+                    let received = self.link.received();
+                    let cause = Cause::Proto(proto::Error::MessageTooLong {
+                        kind: received.first().copied().unwrap_or(0),
+                        len: received.len(),
+                        limit: self.config.limits.max_message_len,
+                    });
+                    return self.fail(now, cause, f);
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => return self.fail(now, Cause::io("read", &e), f),
+                Received::Failed(e) => return self.fail(now, Cause::Link(e), f),
             }
         }
     }
@@ -591,7 +391,7 @@ impl<T> LoopClient<T> {
             let Some(conn) = &mut self.conn else {
                 return false;
             };
-            let input = match conn.feed(&self.rbuf[self.start..self.end]) {
+            let input = match conn.feed(self.link.received()) {
                 Ok(Some(input)) => input,
                 Ok(None) => break,
                 Err(e) => {
@@ -662,11 +462,7 @@ impl<T> LoopClient<T> {
                 }
                 _ => {}
             }
-            self.start += consumed;
-            if self.start == self.end {
-                self.start = 0;
-                self.end = 0;
-            }
+            self.link.consume(consumed);
             if let Some(cause) = failure {
                 self.fail(now, cause, f);
                 return false;
@@ -701,10 +497,8 @@ impl<T> LoopClient<T> {
 
     /// The statements are prepared: send the queries that waited.
     fn become_ready(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
-        self.link = Link::Ready;
-        self.backoff = INITIAL_BACKOFF;
+        self.link.set_ready();
         self.last_error = None;
-        self.round_left = self.addrs.len();
         let Some(conn) = &mut self.conn else { return };
         while let Some(w) = self.waiting.pop_front() {
             let params: Vec<Option<&[u8]>> = w.params.iter().map(Option::as_deref).collect();
@@ -726,30 +520,17 @@ impl<T> LoopClient<T> {
         self.write(now, f);
     }
 
-    /// Closes the socket (it leaves epoll by itself) and drops the session.
-    fn close_socket(&mut self) {
-        self.stream = None;
-        self.conn = None;
-        self.wbuf.clear();
-        self.written = 0;
-        self.start = 0;
-        self.end = 0;
-        self.preparing = 0;
-    }
-
     /// The session failed or could not be made: every query gets `Done` with an
-    /// error, in order, and a reconnect is scheduled after the backoff.
+    /// error, in order, the socket is closed (it leaves epoll by itself) and a
+    /// reconnect is scheduled after the backoff.
     fn fail(&mut self, now: Instant, cause: Cause, f: &mut dyn FnMut(Reply<'_, T>)) {
-        let phase = match self.link {
-            Link::Ready => Phase::Query,
-            Link::Connecting { .. } => Phase::Connect,
+        let phase = match self.link.fail(now) {
+            Stage::Ready => Phase::Query,
+            Stage::Connecting { .. } => Phase::Connect,
             _ => Phase::Startup,
         };
-        self.close_socket();
-        self.link = Link::Backoff {
-            until: later(now, self.backoff),
-        };
-        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        self.conn = None;
+        self.preparing = 0;
         let (host, port) = (self.config.host.as_str(), self.config.port);
         for sent in std::mem::take(&mut self.sent) {
             f(Reply::Done {
@@ -812,7 +593,7 @@ impl<T> LoopClient<T> {
                 },
             ));
         }
-        if self.wbuf.len() - self.written > self.config.limits.max_message_len {
+        if self.link.unsent() > self.config.limits.max_message_len {
             return Err((
                 tag,
                 Error::QueueFull {
@@ -821,14 +602,14 @@ impl<T> LoopClient<T> {
                 },
             ));
         }
-        match self.link {
-            Link::Ready => {
+        match self.link.stage() {
+            Stage::Ready => {
                 let Some(conn) = &mut self.conn else {
                     return Err((tag, pg(proto::Error::Closed)));
                 };
                 match conn.execute_prepared(&self.statements[statement].0, params) {
                     Ok(request) => {
-                        conn.poll_transmit(&mut self.wbuf);
+                        conn.poll_transmit(self.link.output());
                         self.sent.push_back(Sent {
                             request,
                             tag,
@@ -841,7 +622,7 @@ impl<T> LoopClient<T> {
                     Err(e) => Err((tag, pg(e))),
                 }
             }
-            Link::Connecting { .. } | Link::Starting { .. } => {
+            Stage::Connecting { .. } | Stage::Starting { .. } => {
                 self.waiting.push_back(Waiting {
                     statement,
                     params: params.iter().map(|p| p.map(<[u8]>::to_vec)).collect(),
@@ -849,7 +630,7 @@ impl<T> LoopClient<T> {
                 });
                 Ok(())
             }
-            Link::Idle | Link::Backoff { .. } => {
+            Stage::Idle | Stage::Backoff { .. } => {
                 let e = match &self.last_error {
                     Some(cause) => cause.error(&self.config.host, self.config.port, Phase::Connect),
                     None => pg(proto::Error::NotReady),
@@ -864,11 +645,10 @@ impl<T> LoopClient<T> {
     /// made; `None` when idle or ready.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.link {
-            Link::Backoff { until } => Some(until),
-            Link::Connecting { deadline } | Link::Starting { deadline } => Some(deadline),
-            Link::Ready => self.query_deadline(),
-            Link::Idle => None,
+        if self.link.is_ready() {
+            self.query_deadline()
+        } else {
+            self.link.poll_timeout()
         }
     }
 
@@ -885,69 +665,16 @@ impl<T> LoopClient<T> {
     /// [`Error::TimedOut`] ([`Phase::Connect`] or [`Phase::Startup`]), giving `f` a
     /// [`Reply::Done`] for every waiting query. Early calls do nothing.
     pub fn handle_timeout(&mut self, now: Instant, mut f: impl FnMut(Reply<'_, T>)) {
-        match self.link {
-            Link::Backoff { until } if now >= until => {
-                self.round_left = self.addrs.len();
-                let deadline = later(now, self.config.connect_timeout);
-                self.start_attempt(now, deadline, &mut f);
-            }
-            Link::Connecting { deadline } if now >= deadline => {
-                self.fail(now, Cause::TimedOut(Phase::Connect), &mut f);
-            }
-            Link::Starting { deadline } if now >= deadline => {
-                self.fail(now, Cause::TimedOut(Phase::Startup), &mut f);
-            }
-            Link::Ready if self.query_deadline().is_some_and(|d| now >= d) => {
+        if self.link.is_ready() {
+            if self.query_deadline().is_some_and(|d| now >= d) {
                 // The server has not finished the oldest query in time: hung, or the
                 // network lost without a reset. Queries cannot be taken back from a
                 // pipeline one by one, so the session goes, as on any failure.
                 self.fail(now, Cause::TimedOut(Phase::Query), &mut f);
             }
-            _ => {}
+        } else {
+            let progress = self.link.handle_timeout(now);
+            self.advance(now, progress, &mut f);
         }
     }
-}
-
-/// `now + d`, or a time far in the future when that does not fit in an `Instant`
-/// (a timeout of `Duration::MAX` means "no limit", not a panic).
-fn later(now: Instant, d: Duration) -> Instant {
-    now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
-        .unwrap_or(now)
-}
-
-/// The addresses of `host`:`port`: an IP literal as is; `localhost` as the loopback
-/// addresses (IPv4 first) when the hosts file has no entry; otherwise the resolver's
-/// answer (IPv6 first). Blocks at most `timeout`.
-fn resolve(host: &str, port: u16, timeout: Duration) -> Result<Vec<SocketAddr>, Error> {
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Ok(vec![SocketAddr::new(ip, port)]);
-    }
-    let resolver = Resolver::from_system().map_err(Error::Resolver)?;
-    let lookup = resolver.lookup_ip(host, super::deadline_after(timeout));
-    let addrs: Vec<SocketAddr> = lookup
-        .addresses()
-        .into_iter()
-        .map(|ip| SocketAddr::new(ip, port))
-        .collect();
-    if !addrs.is_empty() {
-        return Ok(addrs);
-    }
-    if host.eq_ignore_ascii_case("localhost") {
-        return Ok(vec![
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), port),
-        ]);
-    }
-    let source = match (lookup.a, lookup.aaaa) {
-        (Err(e), _) | (Ok(_), Err(e)) => e,
-        // Both answered without an address (`addresses` is empty).
-        (Ok(_), Ok(_)) => keel_net::Error::NoAddress {
-            name: host.to_owned(),
-        },
-    };
-    Err(Error::Resolve {
-        host: host.to_owned(),
-        source,
-    })
 }
