@@ -3,8 +3,11 @@
 //! and a way to get the `clients::Error` out of an `io::Error`.
 #![allow(dead_code)]
 
+pub mod event_loop;
+/// The name the PostgreSQL tests use.
 #[cfg(feature = "pg")]
-pub mod pg_loop;
+#[allow(unused_imports)]
+pub use event_loop as pg_loop;
 pub mod redis_server;
 
 use std::io::{BufRead, BufReader, Read, Write};
