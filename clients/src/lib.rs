@@ -37,7 +37,7 @@ mod error;
 pub mod http;
 #[cfg(feature = "llm")]
 pub mod llm;
-#[cfg(feature = "pg")]
+#[cfg(any(feature = "pg", feature = "redis"))]
 mod loop_link;
 #[cfg(feature = "pg")]
 pub mod pg;

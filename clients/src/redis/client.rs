@@ -1165,7 +1165,7 @@ fn master_address(
 }
 
 /// The machine's handshake for `config`.
-fn setup(config: &Config) -> Setup {
+pub(super) fn setup(config: &Config) -> Setup {
     Setup {
         protocol: config.protocol,
         username: config.username.as_ref().map(|u| u.as_bytes().to_vec()),
@@ -1181,7 +1181,7 @@ fn setup(config: &Config) -> Setup {
 }
 
 /// A reply, or the server error it is.
-fn into_result(value: Value) -> Result<Value, Error> {
+pub(super) fn into_result(value: Value) -> Result<Value, Error> {
     match value.without_attributes() {
         Value::SimpleError(text) | Value::BulkError(text) => {
             Err(redis(RedisError::Server(ServerError::new(text))))

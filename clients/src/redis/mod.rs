@@ -1,11 +1,14 @@
 //! A Redis client (feature `redis`): the I/O-free RESP codec ([`resp`]) and
-//! connection machine ([`conn`]), and a blocking driver ([`Client`]) over
-//! [`crate::transport`].
+//! connection machine ([`conn`]), a blocking driver ([`Client`]) over
+//! [`crate::transport`], and an event-loop driver ([`LoopClient`]) for a server
+//! worker's epoll loop, on the transport it shares with `pg::LoopClient`.
 //!
 //! ```text
 //!   Client ──► transport::connect (DNS, Happy Eyeballs, TCP; TLS for rediss://)
 //!     └──────► conn::Connection (handshake, FIFO of commands; no I/O)
 //!                └──► resp::Decoder / resp::write_command (bytes ⇄ values)
+//!   LoopClient ► the event-loop transport (non-blocking connect, backoff, buffers)
+//!     └──────► conn::Connection (the same machine)
 //! ```
 //!
 //! RESP3 specification:
@@ -17,7 +20,9 @@
 //! `NOSCRIPT` fallback, `SCAN` iterators, push frames and pub/sub messages kept apart
 //! from replies, connect and response timeouts whose abandoned replies never reach
 //! another command, reconnects that subscribe again, Sentinel ([`Sentinel`]) and
-//! Cluster ([`ClusterClient`]). `DESIGN.md` lists what is missing.
+//! Cluster ([`ClusterClient`]); commands pipelined from the caller's event loop with
+//! reconnect and backoff ([`LoopClient`], plain TCP only). `DESIGN.md` lists what is
+//! missing.
 //!
 //! ```no_run
 //! use keel_clients::redis::{Client, Value};
@@ -35,12 +40,14 @@ mod attack_tests;
 mod client;
 pub mod cluster;
 pub mod conn;
+mod loop_client;
 pub mod resp;
 mod url;
 
 pub use client::{Client, Config, Scan, Script, Sentinel};
 pub use cluster::ClusterClient;
 pub use conn::{Connection, Event, Input, Protocol, RequestId, Setup};
+pub use loop_client::{LoopClient, Reply};
 pub use resp::{Limits, Value};
 
 /// What went wrong in the Redis protocol: the server's bytes, the handshake, a
@@ -117,6 +124,17 @@ pub enum Error {
     /// A command was sent before the handshake finished.
     #[error("connection is not ready for commands")]
     NotReady,
+    /// [`LoopClient::command`] refused a command because a limit on what waits is
+    /// reached: `limit` commands outstanding ([`LoopClient::with_max_outstanding`]),
+    /// or `limit` bytes of output not yet written ([`Limits::max_bulk_size`]). The
+    /// caller owns the backpressure: retry after replies arrive or output is written.
+    #[error("queue full: {limit} {what}")]
+    QueueFull {
+        /// What is counted: `"commands outstanding"` or `"bytes of output unsent"`.
+        what: &'static str,
+        /// The limit reached.
+        limit: usize,
+    },
 }
 
 /// An error reply from the server (RESP3 §"Simple error", §"Bulk error"): by

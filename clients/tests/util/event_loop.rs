@@ -69,6 +69,11 @@ driven!(
     keel_clients::pg::LoopClient<T>,
     keel_clients::pg::Reply<'a, T>
 );
+#[cfg(feature = "redis")]
+driven!(
+    keel_clients::redis::LoopClient<T>,
+    keel_clients::redis::Reply<T>
+);
 
 /// A minimal event loop for one client: registers its socket again whenever
 /// `socket_id` changes, sets the interest it asks for, waits at most until its
