@@ -146,6 +146,8 @@ struct Connection {
     client: LoopClient<Tag>,
     /// The socket registered: its id, and the read and write interest.
     registered: Option<(u64, bool, bool)>,
+    /// Whether it was ready at the end of the last turn (to log when that changes).
+    was_ready: bool,
 }
 
 /// The database side of one worker.
@@ -258,6 +260,7 @@ impl Db {
                     })
                     .with_max_outstanding(MAX_IN_FLIGHT),
                 registered: None,
+                was_ready: false,
             })
             .collect();
         Db {
@@ -409,8 +412,23 @@ impl Db {
                 }
             }
         }
-        for c in &mut self.conns {
+        for (k, c) in self.conns.iter_mut().enumerate() {
             c.client.flush();
+            let ready = c.client.is_ready();
+            if ready != c.was_ready {
+                // One line per change, not per failed attempt: an operator sees the
+                // database go and come back.
+                let pid = std::process::id();
+                if ready {
+                    eprintln!("techempower: worker {pid}: database connection {k} ready");
+                } else {
+                    eprintln!(
+                        "techempower: worker {pid}: database connection {k} lost; \
+                         reconnecting with backoff (database requests get 503 meanwhile)"
+                    );
+                }
+                c.was_ready = ready;
+            }
         }
         self.sync(event_loop);
         for c in &self.conns {

@@ -39,7 +39,9 @@ use keel_server::{
 use serde::Serialize;
 
 #[derive(Parser)]
-#[command(about = "TechEmpower plaintext and JSON on keel")]
+#[command(
+    about = "The TechEmpower tests on keel: plaintext, JSON and, with --db, the database tests"
+)]
 struct Args {
     /// Address to listen on, IPv4:PORT or [IPv6]:PORT; port 0 picks a free port.
     #[arg(long, default_value = "0.0.0.0:8080", value_parser = parse_addr)]
