@@ -723,30 +723,9 @@ impl Drop for Swapper {
 /// `EAGAIN`. Traced with strace (Debian package `strace`); the body must arrive intact.
 #[test]
 fn a_file_body_the_socket_takes_in_part_waits_for_writability() {
-    use std::io::BufRead;
     let tree = Tree::new("partial");
     let server = tree.start(&[]);
-    let worker = server.workers()[0];
-    let trace = tree.base.join("strace.out");
-    let mut strace = std::process::Command::new("strace")
-        .args(["-e", "trace=write,writev,sendfile", "-o"])
-        .arg(&trace)
-        .args(["-p", &worker.to_string()])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("strace (Debian package `strace`)");
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            send_signal(self.0.id() as i32, 2);
-            let _ = self.0.wait();
-        }
-    }
-    let mut said = std::io::BufReader::new(strace.stderr.take().unwrap());
-    let mut line = String::new();
-    said.read_line(&mut line).unwrap();
-    assert!(line.contains("attached"), "strace: {line}");
-    let strace = Stop(strace);
+    let strace = Strace::attach(&tree, &server, "trace=write,writev,sendto,sendfile");
     // More than the socket's send buffer (at most 4 MiB by default) and the client's
     // receive buffer, kept small, can hold.
     let huge: Vec<u8> = (0..16u32 << 20).map(|i| (i % 251) as u8).collect();
@@ -766,8 +745,7 @@ fn a_file_body_the_socket_takes_in_part_waits_for_writability() {
     let resp = c.get("/huge.bin", &[]);
     assert_status(&resp, 200, "huge.bin");
     assert!(resp.body == huge, "the body arrives intact");
-    drop(strace);
-    let trace = std::fs::read_to_string(&trace).unwrap();
+    let trace = strace.finish();
     let calls: Vec<&str> = trace
         .lines()
         .filter(|l| l.starts_with("sendfile("))
@@ -785,4 +763,95 @@ fn a_file_body_the_socket_takes_in_part_waits_for_writability() {
         futile.is_empty(),
         "write calls that failed with EAGAIN: {futile:#?}"
     );
+}
+
+/// strace (Debian package `strace`) attached to the worker of a server, writing to a file
+/// in the tree; detached when dropped.
+struct Strace {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl Strace {
+    /// Traces the calls `filter` (strace's `-e`) of `server`'s worker, once strace says
+    /// it is attached.
+    fn attach(tree: &Tree, server: &ServerProcess, filter: &str) -> Strace {
+        use std::io::BufRead;
+        let worker = server.workers()[0];
+        let out = tree.base.join("strace.out");
+        let mut child = std::process::Command::new("strace")
+            .args(["-e", filter, "-o"])
+            .arg(&out)
+            .args(["-p", &worker.to_string()])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("strace (Debian package `strace`)");
+        let mut said = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        said.read_line(&mut line).unwrap();
+        let strace = Strace { child, out };
+        assert!(line.contains("attached"), "strace: {line}");
+        strace
+    }
+
+    /// Detaches and gives the trace.
+    fn finish(self) -> String {
+        let out = self.out.clone();
+        drop(self);
+        std::fs::read_to_string(out).unwrap()
+    }
+}
+
+impl Drop for Strace {
+    fn drop(&mut self) {
+        send_signal(self.child.id() as i32, 2);
+        let _ = self.child.wait();
+    }
+}
+
+/// A response head with a file body behind it is written with `MSG_MORE`, so that it
+/// leaves in the body's first segment: sent alone (with `TCP_NODELAY`, as keel's
+/// sockets are), it is a small packet of its own, which costs the client one more
+/// wake-up and more reads per response, and most of the loopback receive work moves
+/// to the client's CPU (nginx gets the same with `tcp_nopush`, `TCP_CORK` around the
+/// head and `sendfile`). A head with no body behind it (an empty file, `HEAD`, `304`)
+/// is never held back. Traced with strace; every response must arrive whole.
+#[test]
+fn a_file_head_leaves_with_the_body_and_a_bodiless_head_alone() {
+    let tree = Tree::new("more");
+    let server = tree.start(&[]);
+    let strace = Strace::attach(&tree, &server, "trace=write,writev,sendto,sendfile");
+    let mut c = Client::new(&server);
+    let resp = c.get("/big.bin", &[]);
+    assert_status(&resp, 200, "big.bin");
+    assert!(resp.body == big_data(), "the body arrives intact");
+    let resp = c.get("/bin.dat", &["Range: bytes=10-19"]);
+    assert_status(&resp, 206, "a range");
+    assert_eq!(resp.body, bin_data()[10..20]);
+    let resp = c.get("/empty.txt", &[]);
+    assert_status(&resp, 200, "empty.txt");
+    assert!(resp.body.is_empty());
+    let resp = c.head("/big.bin", &[]);
+    assert_status(&resp, 200, "HEAD big.bin");
+    let trace = strace.finish();
+    // Each response head, in order: the call that wrote it.
+    let heads: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("\"HTTP/1.1 "))
+        .collect();
+    assert_eq!(heads.len(), 4, "four heads written: {trace}");
+    for (i, what) in ["big.bin", "the range"].iter().enumerate() {
+        assert!(
+            heads[i].starts_with("sendto(") && heads[i].contains("MSG_MORE"),
+            "the head of {what} is written with MSG_MORE: {}",
+            heads[i]
+        );
+    }
+    for (i, what) in [(2, "the empty file"), (3, "HEAD")] {
+        assert!(
+            !heads[i].contains("MSG_MORE"),
+            "the head of {what} is not held back: {}",
+            heads[i]
+        );
+    }
 }
