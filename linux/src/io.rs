@@ -40,6 +40,19 @@ pub fn write(fd: impl AsFd, buf: &[u8]) -> io::Result<usize> {
     rustix::io::write(fd, buf).map_err(err)
 }
 
+/// Writes from socket `fd` like [`write()`], telling the kernel that more data follows
+/// at once (`send(2)` with `MSG_MORE`): a TCP socket holds a segment that is not full
+/// until the next write (or a `sendfile`) fills it or ends without the flag, as
+/// `TCP_CORK` does for one call. A response head sent before its file body this way
+/// leaves in the body's first segment instead of one of its own.
+///
+/// # Errors
+/// As [`write()`]; `ENOTSOCK` when `fd` is not a socket.
+#[inline]
+pub fn send_more(fd: impl AsFd, buf: &[u8]) -> io::Result<usize> {
+    rustix::net::send(fd, buf, rustix::net::SendFlags::MORE).map_err(err)
+}
+
 /// Writes several buffers in one call (`writev(2)`); returns the total bytes written,
 /// which may end anywhere inside any buffer.
 ///

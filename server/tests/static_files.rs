@@ -855,3 +855,37 @@ fn a_file_head_leaves_with_the_body_and_a_bodiless_head_alone() {
         );
     }
 }
+
+/// A client that pipelines requests for a large file and reads nothing: the worker
+/// sends what the socket takes, then waits, holding no more than the file's descriptor
+/// and a bounded input; its memory stays bounded. Once the client reads, every
+/// response arrives whole and in order.
+#[test]
+fn a_client_that_never_reads_file_bodies_cannot_grow_the_worker() {
+    use std::io::Write;
+    let tree = Tree::new("noread");
+    let server = tree.start(&[]);
+    let worker = server.workers()[0];
+    let before = rss_kib(worker);
+    let mut c = Client::new(&server);
+    const N: usize = 48;
+    let batch: Vec<u8> = (0..N)
+        .flat_map(|_| request("GET", "/big.bin", &[]))
+        .collect();
+    c.s.write_all(&batch).unwrap();
+    // The worker fills the socket, then waits for the client.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let after = rss_kib(worker);
+    assert!(
+        after < before + 4096,
+        "worker RSS grew from {before} KiB to {after} KiB with {N} MiB of responses unread"
+    );
+    c.s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let big = big_data();
+    for i in 0..N {
+        let resp = read_response(&mut Uninterrupted(&mut c.s), &mut c.buf).expect("a response");
+        assert_status(&resp, 200, "big.bin");
+        assert!(resp.body == big, "response {i} arrives intact");
+    }
+}

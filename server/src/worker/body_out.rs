@@ -192,7 +192,23 @@ impl<'t, H: Handler> Worker<'t, H> {
                 tls.out_sent = 0;
             }
             if c.tls.is_none() {
-                match c.output.write(&c.fd, &mut c.last_write, *now) {
+                // A head a file body follows leaves in the body's first segment
+                // (MSG_MORE, as nginx's `tcp_nopush` corks it): sent alone (the socket
+                // has TCP_NODELAY), it is a small packet that wakes the client once
+                // more and moves the loopback receive work of the body onto the
+                // client's CPU, which costs a 1 MiB response about 40% more client
+                // CPU. Should the budget stop the body this turn, the next turn's
+                // `sendfile` (EPOLLOUT is armed) lets the held head go.
+                let file_follows = matches!(
+                    c.source,
+                    Some(Active::File { remaining, .. }) if remaining > 0
+                );
+                let wrote = if file_follows {
+                    c.output.write_more(&c.fd, &mut c.last_write, *now)
+                } else {
+                    c.output.write(&c.fd, &mut c.last_write, *now)
+                };
+                match wrote {
                     Ok(true) => {}
                     Ok(false) => return Sent::Blocked,
                     Err(_) => return Sent::Failed,

@@ -201,6 +201,34 @@ impl Output {
         write_until_full(fd, &self.buf, &mut self.written, last_write, now)
     }
 
+    /// [`Output::write`] for a head that a file body follows at once: each write says
+    /// more data comes (`MSG_MORE`, see [`lio::send_more`]), so the head leaves in the
+    /// body's first segments, not in a small packet of its own.
+    #[inline]
+    pub(super) fn write_more(
+        &mut self,
+        fd: &OwnedFd,
+        last_write: &mut Millis,
+        now: Millis,
+    ) -> io::Result<bool> {
+        debug_assert_eq!(self.owed, 0);
+        while self.written < self.buf.len() {
+            match lio::send_more(fd, &self.buf[self.written..]) {
+                Ok(n) => {
+                    self.written += n;
+                    *last_write = now;
+                    if self.written < self.buf.len() {
+                        return Ok(false);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
     /// The bytes not yet sent, for a caller that sends them another way (encrypted):
     /// it calls [`Output::set_all_written`] once it has taken them.
     #[inline]
