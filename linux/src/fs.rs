@@ -97,6 +97,62 @@ pub fn open_beneath(dir: impl AsFd, path: &Path, access: Access) -> io::Result<O
     .map_err(err)
 }
 
+/// What tells one version of a file from another: its identity (device and inode), its
+/// type, size, and modification and change times (the change time moves with its
+/// permissions and links too). Two equal stamps taken at different times mean, for every
+/// purpose a file server has, the same unchanged file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    /// The device (`st_dev`, as `makedev` encodes it).
+    pub dev: u64,
+    /// The inode number.
+    pub ino: u64,
+    /// Whether it is a regular file.
+    pub is_file: bool,
+    /// The size in bytes.
+    pub size: u64,
+    /// The modification time: seconds since the epoch, nanoseconds.
+    pub mtime: (i64, u32),
+    /// The status change time: seconds since the epoch, nanoseconds.
+    pub ctime: (i64, u32),
+}
+
+impl FileStamp {
+    /// The stamp of `meta` (from `fstat` or `stat`, as `std` gives it).
+    pub fn of(meta: &std::fs::Metadata) -> FileStamp {
+        use std::os::unix::fs::MetadataExt;
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            is_file: meta.is_file(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec() as u32),
+            ctime: (meta.ctime(), meta.ctime_nsec() as u32),
+        }
+    }
+}
+
+/// The [`FileStamp`] of what `path` leads to from `dir`, by one `statx(2)` that follows
+/// symlinks and triggers no automount. Unlike [`open_beneath`], the lookup is *not* kept
+/// beneath `dir`: use the stamp only to tell whether `path` still leads to a file opened
+/// before (beneath `dir`) and unchanged since, never to decide what may be opened.
+///
+/// # Errors
+/// The errors of `statx(2)`: `ENOENT`, `ENOTDIR`, `EACCES`, `ELOOP`, ...
+pub fn stamp_at(dir: impl AsFd, path: &Path) -> io::Result<FileStamp> {
+    use rustix::fs::{AtFlags, FileType, StatxFlags};
+    let st = rustix::fs::statx(dir, path, AtFlags::NO_AUTOMOUNT, StatxFlags::BASIC_STATS)
+        .map_err(err)?;
+    Ok(FileStamp {
+        dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+        ino: st.stx_ino,
+        is_file: FileType::from_raw_mode(u32::from(st.stx_mode)) == FileType::RegularFile,
+        size: st.stx_size,
+        mtime: (st.stx_mtime.tv_sec, st.stx_mtime.tv_nsec),
+        ctime: (st.stx_ctime.tv_sec, st.stx_ctime.tv_nsec),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +230,23 @@ mod tests {
         assert_eq!(e.raw_os_error(), Some(libc::EXDEV));
         let e = open_dir(&tree.0.join("root/file")).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotADirectory);
+    }
+
+    /// A stamp taken by name equals the stamp of the file opened there, and moves when
+    /// the file is written or replaced.
+    #[test]
+    fn a_stamp_by_name_matches_the_open_file_until_it_changes() {
+        let t = Tree::new("stamp");
+        let dir = open_dir(&t.0.join("root")).unwrap();
+        let f = std::fs::File::from(open_beneath(&dir, Path::new("in"), Access::Read).unwrap());
+        let opened = FileStamp::of(&f.metadata().unwrap());
+        assert!(opened.is_file);
+        assert_eq!(stamp_at(&dir, Path::new("in")).unwrap(), opened);
+        assert_eq!(stamp_at(&dir, Path::new("sub/file")).unwrap(), opened);
+        assert!(!stamp_at(&dir, Path::new("sub")).unwrap().is_file);
+        std::fs::write(t.0.join("root/sub/file"), b"sub/file, longer").unwrap();
+        assert_ne!(stamp_at(&dir, Path::new("in")).unwrap(), opened);
+        let missing = stamp_at(&dir, Path::new("nope")).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
     }
 }

@@ -293,6 +293,18 @@ impl Response {
     /// the connection is closed after the bytes there are, so the client sees a short
     /// body rather than a wrong one. Replaces any body set before.
     pub fn file(&mut self, file: std::fs::File, offset: u64, len: u64) -> &mut Self {
+        self.shared_file(std::sync::Arc::new(file), offset, len)
+    }
+
+    /// [`Response::file`] with a file that stays open for other responses too (the
+    /// open file cache of [`StaticFiles`](crate::StaticFiles)): `sendfile` reads at
+    /// its own offset, so any number of responses may send from one descriptor.
+    pub(crate) fn shared_file(
+        &mut self,
+        file: std::sync::Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+    ) -> &mut Self {
         self.body.clear();
         self.static_body = None;
         self.source = Some(Source::File { file, offset, len });
@@ -678,7 +690,7 @@ impl ResponseCache {
 pub(crate) enum Source {
     /// `len` bytes of `file` from `offset`.
     File {
-        file: std::fs::File,
+        file: std::sync::Arc<std::fs::File>,
         offset: u64,
         len: u64,
     },

@@ -6,14 +6,15 @@
 use crate::{Handler, Request, Response, StatusCode};
 use keel_http::conditional::{self, EntityTag, Outcome};
 use keel_http::HttpDate;
-use keel_linux::fs::{open_beneath, open_dir, Access};
+use keel_linux::fs::{open_beneath, open_dir, stamp_at, Access, FileStamp};
 use keel_linux::OwnedFd;
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Serves the files under one directory; a [`Handler`].
@@ -125,11 +126,28 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// }
 /// ```
 ///
-/// Each file costs two `openat2` and two `fstat` on the worker's thread (a look at the
-/// file through an `O_PATH` handle, so that FIFOs and devices are never opened, then the
-/// open for reading), a directory's `index.html` one more of each: fast for files in the
-/// page cache, but a cold disk stalls the worker's other connections meanwhile.
-#[derive(Debug, Clone)]
+/// Opening a file costs two `openat2` and two `fstat` on the worker's thread (a look at
+/// the file through an `O_PATH` handle, so that FIFOs and devices are never opened, then
+/// the open for reading), a directory's `index.html` one more of each: fast for files in
+/// the page cache, but a cold disk stalls the worker's other connections meanwhile.
+///
+/// # The open file cache
+///
+/// Like nginx's `open_file_cache`, each [`StaticFiles`] value keeps the files it opened
+/// open, with their validators and `Content-Type`, for the next request of the same path
+/// (up to 256 files by default, see [`StaticFiles::with_open_file_cache`]; a clone
+/// starts with an empty cache of its own, so each worker process has its own). Unlike
+/// nginx's, it never serves a stale file: every request of a cached path looks the name
+/// up again (one `statx`, in place of the two opens, two `fstat` and two `close`), and
+/// the cached descriptor is used only if the name still leads to the very same file
+/// (device and inode), unchanged (size, modification and change times: a write, a
+/// `chmod` or a rename over it all show). Anything else (a missing file, another file,
+/// a directory, an error) goes the uncached way above, which decides what the request
+/// gets and replaces the entry. Only a path that names a regular file is cached, not a
+/// directory's `index.html`. A file not asked for in 20 s is closed (at the next
+/// request that opens a file), so a deleted file's space does not stay held for long;
+/// when the cache is full, some other entry is closed to make room.
+#[derive(Debug)]
 pub struct StaticFiles {
     /// Canonical: absolute, no symlinks, no `.` or `..`. For [`StaticFiles::root`] only:
     /// files are looked up through `dir`.
@@ -140,6 +158,80 @@ pub struct StaticFiles {
     /// Stripped from the request path by [`Handler::handle`]: empty, or `/` followed by
     /// at least one byte and not ending with `/`.
     prefix: Box<[u8]>,
+    /// The files opened for earlier requests (never shared between clones).
+    cache: Mutex<OpenFiles>,
+}
+
+impl Clone for StaticFiles {
+    /// The same root and prefix, with an empty open file cache of the same size.
+    fn clone(&self) -> StaticFiles {
+        StaticFiles {
+            root: self.root.clone(),
+            dir: self.dir.clone(),
+            prefix: self.prefix.clone(),
+            cache: Mutex::new(OpenFiles::new(self.open_files_max())),
+        }
+    }
+}
+
+/// How many files a [`StaticFiles`] keeps open by default.
+const OPEN_FILES: usize = 256;
+
+/// A cached file not asked for in this many seconds is closed.
+const OPEN_FILE_IDLE_SECS: u64 = 20;
+
+/// The open file cache of one [`StaticFiles`] (see its docs): files by the relative
+/// path they were asked for, at most `max`.
+#[derive(Debug)]
+struct OpenFiles {
+    max: usize,
+    entries: HashMap<PathBuf, CachedFile>,
+    /// When (seconds since the epoch) entries idle too long were last closed.
+    swept: u64,
+}
+
+/// One file of an [`OpenFiles`].
+#[derive(Debug)]
+struct CachedFile {
+    file: Arc<File>,
+    /// The file as it was when opened: used only while its name gives the same stamp.
+    stamp: FileStamp,
+    /// Its modification time in ns since the epoch (for its validators).
+    mtime_ns: u128,
+    etag: String,
+    content_type: String,
+    /// When (seconds since the epoch) it was last asked for.
+    used: u64,
+}
+
+impl OpenFiles {
+    fn new(max: usize) -> OpenFiles {
+        OpenFiles {
+            max,
+            entries: HashMap::new(),
+            swept: 0,
+        }
+    }
+
+    /// Keeps `entry` for `rel` at `now_secs`, closing entries idle for
+    /// [`OPEN_FILE_IDLE_SECS`] (looked for at most once a second), and one other when
+    /// full.
+    fn insert(&mut self, rel: &Path, entry: CachedFile, now_secs: u64) {
+        if self.max == 0 {
+            return;
+        }
+        if now_secs != self.swept {
+            self.swept = now_secs;
+            self.entries
+                .retain(|_, e| now_secs.saturating_sub(e.used) < OPEN_FILE_IDLE_SECS);
+        }
+        if self.entries.len() >= self.max && !self.entries.contains_key(rel) {
+            if let Some(victim) = self.entries.keys().next().cloned() {
+                self.entries.remove(&victim);
+            }
+        }
+        self.entries.insert(rel.to_path_buf(), entry);
+    }
 }
 
 /// The methods a [`StaticFiles`] answers, for `Allow` (RFC 9110 §10.2.1).
@@ -182,7 +274,48 @@ impl StaticFiles {
             root,
             dir: Arc::new(dir),
             prefix: Box::default(),
+            cache: Mutex::new(OpenFiles::new(OPEN_FILES)),
         })
+    }
+
+    /// Keeps up to `max` files open for later requests (see [the open file
+    /// cache](StaticFiles#the-open-file-cache)); 0 turns the cache off. The default is
+    /// 256. Each open file holds a file descriptor of the worker process.
+    #[must_use]
+    pub fn with_open_file_cache(self, max: usize) -> StaticFiles {
+        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = OpenFiles::new(max);
+        self
+    }
+
+    /// The most files the open file cache holds.
+    fn open_files_max(&self) -> usize {
+        self.cache.lock().map_or(0, |c| c.max)
+    }
+
+    /// The cached file for `rel`, if one is cached and `rel` still leads to it,
+    /// unchanged (one `statx`); `now_secs` is noted as its last use.
+    fn cached(&self, rel: &Path, now_secs: u64) -> Option<(Arc<File>, Validators, String)> {
+        let mut cache = self.cache.lock().ok()?;
+        if cache.entries.is_empty() {
+            return None;
+        }
+        let entry = cache.entries.get_mut(rel)?;
+        match stamp_at(&*self.dir, rel) {
+            Ok(now) if now == entry.stamp => {
+                entry.used = now_secs;
+                let v = Validators {
+                    etag: entry.etag.clone(),
+                    last_modified: last_modified_secs(entry.mtime_ns, now_secs),
+                    size: entry.stamp.size,
+                };
+                Some((entry.file.clone(), v, entry.content_type.clone()))
+            }
+            _ => {
+                // Changed, gone or replaced: the uncached way decides, and caches again.
+                cache.entries.remove(rel);
+                None
+            }
+        }
     }
 
     /// Mounts the tree at `prefix` when used as a [`Handler`]: a request for
@@ -229,18 +362,46 @@ impl StaticFiles {
             return;
         };
         let slash = req.path().ends_with(b"/");
-        let (file, v, path) = match self.open(&rel, slash, SystemTime::now()) {
-            Ok(Opened::File(file, v, path)) => (file, v, path),
-            Ok(Opened::Directory) => {
-                let location = directory_location(req.path(), req.query());
-                res.set_status(StatusCode::MOVED_PERMANENTLY)
-                    .header("Location", &location);
-                return;
-            }
-            Err(status) => {
-                res.set_status(status);
-                return;
-            }
+        let now = SystemTime::now();
+        let now_secs = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let cached = if slash || rel.as_os_str().is_empty() {
+            None
+        } else {
+            self.cached(&rel, now_secs)
+        };
+        let (file, v, content_type) = match cached {
+            Some(hit) => hit,
+            None => match self.open(&rel, slash, now) {
+                Ok(Opened::File(file, v, path, stamp)) => {
+                    let file = Arc::new(file);
+                    let ctype = content_type(&path);
+                    if path == rel {
+                        let mtime_ns = mtime_ns(&stamp);
+                        let entry = CachedFile {
+                            file: file.clone(),
+                            stamp,
+                            mtime_ns,
+                            etag: v.etag.clone(),
+                            content_type: ctype.clone(),
+                            used: now_secs,
+                        };
+                        if let Ok(mut cache) = self.cache.lock() {
+                            cache.insert(&rel, entry, now_secs);
+                        }
+                    }
+                    (file, v, ctype)
+                }
+                Ok(Opened::Directory) => {
+                    let location = directory_location(req.path(), req.query());
+                    res.set_status(StatusCode::MOVED_PERMANENTLY)
+                        .header("Location", &location);
+                    return;
+                }
+                Err(status) => {
+                    res.set_status(status);
+                    return;
+                }
+            },
         };
         let last_modified =
             HttpDate::from_system_time(UNIX_EPOCH + Duration::from_secs(v.last_modified));
@@ -260,15 +421,15 @@ impl StaticFiles {
                     .header("Content-Range", &format!("bytes */{}", v.size));
             }
             Outcome::Full => {
-                write_representation_fields(res, &path, &v, last_modified);
-                res.file(file, 0, v.size);
+                write_representation_fields(res, &content_type, &v, last_modified);
+                res.shared_file(file, 0, v.size);
             }
             Outcome::Partial { start, len } => {
                 res.set_status(StatusCode::PARTIAL_CONTENT);
-                write_representation_fields(res, &path, &v, last_modified);
+                write_representation_fields(res, &content_type, &v, last_modified);
                 let last = start + len - 1;
                 res.header("Content-Range", &format!("bytes {start}-{last}/{}", v.size));
-                res.file(file, start, len);
+                res.shared_file(file, start, len);
             }
         }
     }
@@ -311,7 +472,8 @@ impl StaticFiles {
         if !meta.is_file() {
             return Err(StatusCode::NOT_FOUND);
         }
-        Ok(Opened::File(file, Validators::new(&meta, now), path))
+        let stamp = FileStamp::of(&meta);
+        Ok(Opened::File(file, Validators::new(&meta, now), path, stamp))
     }
 
     /// The metadata of what `rel` leads to beneath the root, by `fstat` of an `O_PATH`
@@ -354,9 +516,9 @@ impl Handler for StaticFiles {
 
 /// What [`StaticFiles::open`] found.
 enum Opened {
-    /// A regular file, open, with its validators (from its `fstat`) and the path
-    /// (relative to the root) it was opened by.
-    File(File, Validators, PathBuf),
+    /// A regular file, open, with its validators and stamp (from its `fstat`) and the
+    /// path (relative to the root) it was opened by.
+    File(File, Validators, PathBuf, FileStamp),
     /// A directory asked for without a trailing slash: redirect.
     Directory,
 }
@@ -379,8 +541,13 @@ fn status_for(e: &io::Error) -> StatusCode {
 }
 
 /// `Content-Type`, `Accept-Ranges`, `Last-Modified` and `ETag` of a 200 or 206.
-fn write_representation_fields(res: &mut Response, path: &Path, v: &Validators, lm: HttpDate) {
-    res.header("Content-Type", &content_type(path))
+fn write_representation_fields(
+    res: &mut Response,
+    content_type: &str,
+    v: &Validators,
+    lm: HttpDate,
+) {
+    res.header("Content-Type", content_type)
         .header("Accept-Ranges", "bytes")
         .header("Last-Modified", lm.as_str())
         .header("ETag", &v.etag);
@@ -491,6 +658,21 @@ fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
+/// `Last-Modified` (seconds since the epoch) of a file modified at `mtime_ns`: never
+/// after `now_secs` (RFC 9110 §8.8.2.1).
+fn last_modified_secs(mtime_ns: u128, now_secs: u64) -> u64 {
+    u64::try_from(mtime_ns / 1_000_000_000)
+        .unwrap_or(u64::MAX)
+        .min(now_secs)
+}
+
+/// The modification time of `stamp` in ns since the epoch, as [`Validators::new`]
+/// reads it (0 before the epoch).
+fn mtime_ns(stamp: &FileStamp) -> u128 {
+    let (secs, nanos) = stamp.mtime;
+    u64::try_from(secs).map_or(0, |s| u128::from(s) * 1_000_000_000 + u128::from(nanos))
+}
+
 /// The validators of one file (RFC 9110 §8.8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Validators {
@@ -510,10 +692,9 @@ impl Validators {
     }
 
     fn from_parts(mtime_ns: u128, now_secs: u64, size: u64) -> Validators {
-        let mtime_secs = u64::try_from(mtime_ns / 1_000_000_000).unwrap_or(u64::MAX);
         Validators {
             etag: format!("\"{mtime_ns:x}-{size:x}\""),
-            last_modified: mtime_secs.min(now_secs),
+            last_modified: last_modified_secs(mtime_ns, now_secs),
             size,
         }
     }

@@ -889,3 +889,78 @@ fn a_client_that_never_reads_file_bodies_cannot_grow_the_worker() {
         assert!(resp.body == big, "response {i} arrives intact");
     }
 }
+
+/// The open file cache: a file asked for again is served from the descriptor opened the
+/// first time, after one `statx` of its name (no `openat2`, no `close`), and never stale:
+/// a file written in place, replaced by a rename, removed, or replaced by a directory or
+/// by a symlink out of the root is noticed at the next request. Traced with strace.
+#[test]
+fn the_open_file_cache_saves_the_opens_and_never_serves_a_stale_file() {
+    let tree = Tree::new("cache");
+    let server = tree.start(&[]);
+    let mut c = Client::new(&server);
+    let root = tree.root();
+    // Once to fill the cache, then traced.
+    assert_eq!(c.get("/hello.txt", &[]).body, HELLO);
+    let strace = Strace::attach(&tree, &server, "trace=openat,openat2,statx,close");
+    for _ in 0..10 {
+        let resp = c.get("/hello.txt", &[]);
+        assert_status(&resp, 200, "hello.txt");
+        assert_eq!(resp.body, HELLO);
+    }
+    let trace = strace.finish();
+    let count = |call: &str| trace.lines().filter(|l| l.starts_with(call)).count();
+    assert_eq!(
+        (count("openat"), count("close(")),
+        (0, 0),
+        "a cached file is neither opened nor closed again: {trace}"
+    );
+    assert_eq!(count("statx("), 10, "one statx per request: {trace}");
+    let etag = |r: &Resp| r.header("etag").expect("an ETag").to_owned();
+    let first = c.get("/hello.txt", &[]);
+
+    // Written in place (same inode, another size and time).
+    std::fs::write(root.join("hello.txt"), b"rewritten in place\n").unwrap();
+    let resp = c.get("/hello.txt", &[]);
+    assert_eq!(resp.body, b"rewritten in place\n");
+    assert_ne!(etag(&resp), etag(&first), "a new ETag for new content");
+    // A conditional request with the old ETag is not answered 304.
+    let old = format!("If-None-Match: {}", etag(&first));
+    assert_status(&c.get("/hello.txt", &[old.as_str()]), 200, "old ETag");
+
+    // Replaced by a rename, with the same size.
+    std::fs::write(root.join("next.txt"), b"REWRITTEN IN PLACE\n").unwrap();
+    std::fs::rename(root.join("next.txt"), root.join("hello.txt")).unwrap();
+    assert_eq!(c.get("/hello.txt", &[]).body, b"REWRITTEN IN PLACE\n");
+
+    // Removed: 404, not the descriptor still open.
+    std::fs::remove_file(root.join("hello.txt")).unwrap();
+    assert_status(&c.get("/hello.txt", &[]), 404, "removed");
+
+    // Back, then replaced by a directory: redirected.
+    std::fs::write(root.join("hello.txt"), HELLO).unwrap();
+    assert_eq!(c.get("/hello.txt", &[]).body, HELLO);
+    std::fs::remove_file(root.join("hello.txt")).unwrap();
+    std::fs::create_dir(root.join("hello.txt")).unwrap();
+    assert_status(&c.get("/hello.txt", &[]), 301, "now a directory");
+    std::fs::remove_dir(root.join("hello.txt")).unwrap();
+
+    // Cached, then replaced by a symlink out of the root: 404, as uncached.
+    std::fs::write(root.join("hello.txt"), HELLO).unwrap();
+    assert_eq!(c.get("/hello.txt", &[]).body, HELLO);
+    std::fs::remove_file(root.join("hello.txt")).unwrap();
+    std::os::unix::fs::symlink("../secret", root.join("hello.txt")).unwrap();
+    let resp = c.get("/hello.txt", &[]);
+    assert_status(&resp, 404, "a symlink out of the root");
+    assert_ne!(resp.body, SECRET);
+
+    // Ranges and validators come from the cached file as they do uncached.
+    for _ in 0..2 {
+        let resp = c.get("/bin.dat", &["Range: bytes=990-"]);
+        assert_status(&resp, 206, "a range of a cached file");
+        assert_eq!(resp.body, bin_data()[990..]);
+        let resp = c.get("/bin.dat", &[]);
+        let tag = format!("If-None-Match: {}", etag(&resp));
+        assert_status(&c.get("/bin.dat", &[tag.as_str()]), 304, "cached ETag");
+    }
+}

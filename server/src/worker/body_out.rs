@@ -21,7 +21,7 @@ pub(super) const TLS_FILE_PIECE: u64 = 64 * 1024;
 pub(super) enum Active {
     /// `remaining` bytes of `file` from `offset`, by `sendfile`.
     File {
-        file: std::fs::File,
+        file: std::sync::Arc<std::fs::File>,
         offset: u64,
         remaining: u64,
     },
