@@ -403,6 +403,7 @@ pub fn measure(
         connections: case.connections,
         duration: s.duration,
         pipelined: false,
+        https: false,
         cpus: s.wrk_cpus,
         scratch: s.scratch,
     };

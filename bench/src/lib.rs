@@ -19,6 +19,7 @@
 
 pub mod client;
 pub mod db;
+pub mod files;
 pub mod probe;
 pub mod procfs;
 pub mod redis;

@@ -164,6 +164,8 @@ pub struct Output {
     pub redis: Vec<RedisRow>,
     /// The database scenarios' rows (empty when none was selected).
     pub db: Vec<crate::db::DbRow>,
+    /// The file and HTTPS scenarios' rows (empty when none was selected).
+    pub files: Vec<crate::files::FilesRow>,
 }
 
 /// One measured round of one Redis client in one Redis scenario.

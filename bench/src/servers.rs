@@ -316,6 +316,63 @@ impl Running {
         Ok(Ok(r))
     }
 
+    /// Starts `argv` (a server of the file or HTTPS scenarios, see [`crate::files`])
+    /// pinned to `cpus`, as `name` on `addr`, and waits up to 10 s until `ready(addr)`
+    /// says it answers, while the process lives.
+    ///
+    /// # Errors
+    ///
+    /// The process cannot be started, exits, or is not ready in time.
+    pub fn start_argv(
+        name: &str,
+        argv: &[String],
+        addr: SocketAddr,
+        cpus: &str,
+        ready: &mut dyn FnMut(SocketAddr) -> Result<(), String>,
+    ) -> Result<Running, String> {
+        let child = Command::new("taskset")
+            .args(["-c", cpus])
+            .args(argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", argv[0]))?;
+        track(child.id() as i32);
+        let mut r = Running {
+            name: name.into(),
+            addr,
+            child,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(why) = r.exited() {
+                r.stop();
+                return Err(why);
+            }
+            match ready(addr) {
+                Ok(()) => {
+                    // The answer came from a process listening on the port: it must be
+                    // ours alone.
+                    let ours = procfs::socket_inodes(&r.pids());
+                    let listening = procfs::listening_inodes(addr.port());
+                    if let Some(other) = listening.iter().find(|i| !ours.contains(i)) {
+                        r.stop();
+                        return Err(format!(
+                            "another process listens on {addr} too (socket inode {other})"
+                        ));
+                    }
+                    return Ok(r);
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    r.stop();
+                    return Err(format!("{name} not ready after 10 s: {e}"));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
     /// `Some(why)` once the started process has exited.
     fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {

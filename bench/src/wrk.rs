@@ -53,6 +53,8 @@ pub struct WrkRun<'a> {
     pub duration: Duration,
     /// Send 16 requests per write.
     pub pipelined: bool,
+    /// Over TLS (`https://`; wrk's OpenSSL, certificate not verified).
+    pub https: bool,
     /// CPUs for wrk (`taskset -c`).
     pub cpus: &'a str,
     /// Where to put the Lua script.
@@ -96,7 +98,8 @@ pub fn args(o: &WrkRun<'_>, script: &Path) -> Vec<String> {
     if o.pipelined {
         args.extend(["-s".to_owned(), script.to_string_lossy().into_owned()]);
     }
-    args.push(format!("http://{}{}", o.addr, o.path));
+    let scheme = if o.https { "https" } else { "http" };
+    args.push(format!("{scheme}://{}{}", o.addr, o.path));
     args
 }
 
@@ -251,6 +254,7 @@ mod tests {
                 connections: 64,
                 duration: std::time::Duration::from_secs(10),
                 pipelined,
+                https: false,
                 cpus: "1",
                 scratch: std::path::Path::new("/tmp"),
             };

@@ -25,6 +25,7 @@ fn a_running_wrk_is_killed_with_the_servers() {
         connections: 4,
         duration: Duration::from_secs(30),
         pipelined: false,
+        https: false,
         cpus: "0",
         scratch: &scratch,
     };

@@ -212,6 +212,7 @@ impl Measure<'_> {
             connections: self.connections,
             duration: self.duration,
             pipelined: sc.pipelined,
+            https: false,
             cpus: self.wrk_cpus,
             scratch: self.scratch,
         };
@@ -335,9 +336,10 @@ fn main() {
         let known = SCENARIOS.iter().any(|s| s.name == n)
             || REDIS_SCENARIOS.iter().any(|s| s.0 == n)
             || n == "redis-multiplexed"
-            || keel_bench::db::TESTS.contains(&n.as_str());
+            || keel_bench::db::TESTS.contains(&n.as_str())
+            || keel_bench::files::SCENARIOS.contains(&n.as_str());
         if !known {
-            eprintln!("unknown scenario {n}; known: plaintext, plaintext-pipelined, json, redis-get-set, redis-pipelined, redis-multiplexed, db, queries, fortunes, updates");
+            eprintln!("unknown scenario {n}; known: plaintext, plaintext-pipelined, json, redis-get-set, redis-pipelined, redis-multiplexed, db, queries, fortunes, updates, static-small, static-large, https");
             std::process::exit(2);
         }
     }
@@ -361,6 +363,11 @@ fn main() {
             std::process::exit(2);
         }
     }
+    let files_scenarios: Vec<&str> = keel_bench::files::SCENARIOS
+        .iter()
+        .copied()
+        .filter(|t| args.scenarios.iter().any(|n| n == t))
+        .collect();
     // With only Redis scenarios, no HTTP server is built, checked or counted.
     let http_wanted = !scenarios.is_empty() || args.instructions_only;
     let http_servers: &[String] = if http_wanted { &args.servers } else { &[] };
@@ -562,6 +569,7 @@ fn main() {
                     connections: args.connections,
                     duration: Duration::from_secs(secs),
                     pipelined: sc.pipelined,
+                    https: false,
                     cpus: &wrk_cpus,
                     scratch: &scratch,
                 };
@@ -650,6 +658,25 @@ fn main() {
                 wrk_cpus: &wrk_cpus,
                 keel_connections: args.db_connections,
                 pool: args.db_pool,
+            },
+            &mut skipped,
+        );
+    }
+
+    // 3d. The file and HTTPS scenarios: keel's static_files / json_api against nginx.
+    let mut files_rows: Vec<keel_bench::files::FilesRow> = Vec::new();
+    if !files_scenarios.is_empty() && !args.instructions_only {
+        files_rows = files_rounds(
+            &FilesRun {
+                root: &root,
+                scratch: &scratch,
+                scenarios: &files_scenarios,
+                rounds,
+                duration,
+                connections: args.connections,
+                build: !args.no_build,
+                server_cpus: &server_cpus,
+                wrk_cpus: &wrk_cpus,
             },
             &mut skipped,
         );
@@ -746,7 +773,7 @@ fn main() {
     md += "# keel-bench results\n\n";
 
     if rows.is_empty() && !http_wanted {
-        md += &format!("Run {stamp}; Redis or database scenarios only.\n\n");
+        md += &format!("Run {stamp}; Redis, database, file or HTTPS scenarios only.\n\n");
     } else if rows.is_empty() {
         md += &format!("Run {stamp}; instruction counts only (no wrk runs).\n\n");
     } else {
@@ -880,6 +907,17 @@ fn main() {
         );
         md += &keel_bench::db::markdown(&db_rows, &db_cases, &header);
     }
+    if !files_rows.is_empty() {
+        let header = format!(
+            "{}; {}; {} interleaved rounds of {} s (after a 1 s warm-up per server and scenario), {} wrk connections, keep-alive; every server one worker (process) pinned to CPU {server_cpus}, wrk (1 thread) pinned to CPU {wrk_cpus}. Each server's answer was checked first with curl (200, Content-Length, the exact bytes).",
+            cmd_version("wrk", &["-v"]),
+            cmd_version("/usr/sbin/nginx", &["-v"]),
+            rounds,
+            duration.as_secs(),
+            args.connections,
+        );
+        md += &keel_bench::files::markdown(&files_rows, &header);
+    }
     if !instr.is_empty() {
         md += "## Instructions per request (callgrind, user space, zero-request baseline subtracted)\n\n| pattern | ";
         let names: Vec<&String> = ok.iter().collect();
@@ -937,6 +975,7 @@ fn main() {
         skipped,
         redis: redis_rows,
         db: db_rows,
+        files: files_rows,
     };
     let json = serde_json::to_string_pretty(&output).expect("serialize");
     std::fs::write(out_dir.join("results.json"), &json).expect("write json");
@@ -947,6 +986,130 @@ fn main() {
     println!("{md}");
     let _ = std::io::stdout().flush();
     progress(&format!("results in {}", out_dir.display()));
+}
+
+/// The settings of the file and HTTPS scenarios' rounds.
+struct FilesRun<'a> {
+    root: &'a Path,
+    scratch: &'a Path,
+    scenarios: &'a [&'a str],
+    rounds: usize,
+    duration: Duration,
+    connections: usize,
+    build: bool,
+    server_cpus: &'a str,
+    wrk_cpus: &'a str,
+}
+
+/// Builds keel's examples, makes the served files and the certificate, starts every
+/// server for every scenario (each checked: a server that fails is skipped for that
+/// scenario), warms each up for 1 s, then runs `rounds` interleaved rounds (every
+/// scenario, every server) and one `perf stat` run per server and scenario.
+fn files_rounds(
+    run: &FilesRun,
+    skipped: &mut Vec<(String, String)>,
+) -> Vec<keel_bench::files::FilesRow> {
+    use keel_bench::files as kf;
+    let mut names: Vec<&str> = Vec::new();
+    for s in kf::SERVERS {
+        if run.build {
+            progress(&format!("building {s} for the file and HTTPS scenarios"));
+        }
+        let built = if run.build {
+            kf::build(s, run.root)
+        } else {
+            Ok(())
+        };
+        match built {
+            Ok(()) => names.push(s),
+            Err(e) => {
+                progress(&format!("skipping {s}: {e}"));
+                skipped.push((format!("files {s}"), e));
+            }
+        }
+    }
+    let fx = match kf::Fixture::new(run.scratch) {
+        Ok(f) => f,
+        Err(e) => {
+            progress(&format!("no file or HTTPS scenarios: {e}"));
+            skipped.push(("files".into(), e));
+            return Vec::new();
+        }
+    };
+    let mut running: Vec<(&str, Running)> = Vec::new();
+    for &sc in run.scenarios {
+        for &s in &names {
+            match kf::start(s, sc, run.root, &fx, run.server_cpus) {
+                Ok(r) => {
+                    progress(&format!("{s} {sc}: response checks out"));
+                    running.push((sc, r));
+                }
+                Err(e) => {
+                    progress(&format!("skipping {s} {sc}: {e}"));
+                    skipped.push((format!("{s} {sc}"), e));
+                }
+            }
+        }
+    }
+    for (sc, r) in &running {
+        if let Err(e) = kf::measure(
+            r,
+            sc,
+            run.connections,
+            Duration::from_secs(1),
+            run.server_cpus,
+            run.wrk_cpus,
+            run.scratch,
+        ) {
+            progress(&format!("warm-up {}: {e}", r.name));
+        }
+    }
+    let mut measured: BTreeMap<String, Vec<kf::FilesRound>> = BTreeMap::new();
+    let total = run.rounds * running.len();
+    let mut done = 0;
+    for round in 1..=run.rounds {
+        for (sc, r) in &running {
+            done += 1;
+            match kf::measure(
+                r,
+                sc,
+                run.connections,
+                run.duration,
+                run.server_cpus,
+                run.wrk_cpus,
+                run.scratch,
+            ) {
+                Ok(m) => {
+                    progress(&format!(
+                        "[{done}/{total}] round {round} {}: {:.0} req/s, p99 {:.0} µs, {:.2} µs server CPU/req ({:.0}% busy), wrk {:.2} µs/req ({:.0}% CPU), {} KiB, {:.1}% stolen",
+                        r.name, m.rps, m.p99_us, m.cpu_us_per_req, m.busy_pct, m.wrk_cpu_us_per_req, m.wrk_cpu_pct, m.peak_kib, m.steal_pct
+                    ));
+                    measured.entry(r.name.clone()).or_default().push(m);
+                }
+                Err(e) => progress(&format!(
+                    "[{done}/{total}] round {round} {}: FAILED {e}",
+                    r.name
+                )),
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (sc, r) in &running {
+        let sys = kf::syscalls_per_request(r, sc, run.connections, run.wrk_cpus, run.scratch);
+        progress(&format!(
+            "{}: {} syscalls/request",
+            r.name,
+            sys.map_or("?".into(), |s| format!("{s:.2}"))
+        ));
+        if let Some(m) = measured.get(&r.name) {
+            let server = r.name.split(' ').next().unwrap_or("");
+            rows.push(kf::row(sc, server, m, sys));
+        }
+    }
+    for (_, mut r) in running {
+        r.stop();
+    }
+    rows
 }
 
 /// The settings of the database tests' rounds.
