@@ -448,13 +448,23 @@ impl Session {
                 Err(e) => return Err(self.fail(e)),
             }
         }
-        let mut buf = [0u8; 16 * 1024];
         while !self.received_close && self.plaintext.len() < self.max_plaintext_size {
-            let want = buf
-                .len()
-                .min(self.max_plaintext_size - self.plaintext.len());
-            match self.stream.ssl_read(&mut buf[..want]) {
-                Ok(n) => self.plaintext.extend_from_slice(&buf[..n]),
+            // Decrypted straight into `plaintext`, with room for no more than can come
+            // now: what is left of the record being read plus the ciphertext buffered
+            // (plaintext is never longer than its records), at least 1 byte so that
+            // OpenSSL still sees an alert, a handshake message or the end of input.
+            // Each call zeroes that room first: a fixed 16 KiB buffer cost an HTTPS
+            // request three 16 KiB memsets, about 7% of keel's CPU on a small response.
+            let ready = self.stream.ssl().pending() + self.stream.get_ref().buffered();
+            let want = MAX_RECORD_PLAINTEXT
+                .min(self.max_plaintext_size - self.plaintext.len())
+                .min(ready.max(1));
+            let at = self.plaintext.len();
+            self.plaintext.resize(at + want, 0);
+            let read = self.stream.ssl_read(&mut self.plaintext[at..]);
+            self.plaintext.truncate(at + *read.as_ref().unwrap_or(&0));
+            match read {
+                Ok(_) => {}
                 Err(e) if e.code() == ErrorCode::ZERO_RETURN => {
                     self.received_close = true;
                     self.events.push_back(Event::CloseNotify);
@@ -475,6 +485,9 @@ impl Session {
         err
     }
 }
+
+/// The most plaintext one TLS record carries (RFC 8446 §5.1).
+const MAX_RECORD_PLAINTEXT: usize = 16 * 1024;
 
 fn is_want(e: &openssl::ssl::Error) -> bool {
     e.code() == ErrorCode::WANT_READ || e.code() == ErrorCode::WANT_WRITE
