@@ -1,7 +1,10 @@
 //! The file and HTTPS scenarios (issue #30): `static-small` (a 4 KiB file) and
 //! `static-large` (1 MiB) from keel's `static_files` example against nginx serving the
 //! same directory, and `https` (keep-alive, a small JSON response) from keel's
-//! `json_api --tls-cert --tls-key` against nginx with the same certificate.
+//! `json_api --tls-cert --tls-key` against nginx with the same certificate, and
+//! `https-handshake`: a new connection per request, by `openssl s_time`, with a full
+//! handshake each (`https-handshake-full`) or resuming the first one's session
+//! (`https-handshake-resumed`).
 //!
 //! Same method as the plaintext scenarios: one worker per server pinned to the server
 //! CPU, wrk (one thread) pinned to the other, a warm-up, then interleaved rounds (each
@@ -21,8 +24,35 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The scenarios, in report order.
-pub const SCENARIOS: [&str; 3] = ["static-small", "static-large", "https"];
+/// The scenarios, as `--scenarios` names them.
+pub const SCENARIOS: [&str; 4] = ["static-small", "static-large", "https", "https-handshake"];
+
+/// The cases measured, in report order: `https-handshake` is two.
+pub const CASES: [&str; 5] = [
+    "static-small",
+    "static-large",
+    "https",
+    "https-handshake-full",
+    "https-handshake-resumed",
+];
+
+/// The cases of the scenarios `selected` (names from [`SCENARIOS`]), in [`CASES`] order.
+pub fn cases(selected: &[&str]) -> Vec<&'static str> {
+    CASES
+        .iter()
+        .copied()
+        .filter(|c| {
+            selected
+                .iter()
+                .any(|s| c == s || (*s == "https-handshake" && c.starts_with("https-handshake")))
+        })
+        .collect()
+}
+
+/// Whether `case` is served over TLS.
+fn is_https(case: &str) -> bool {
+    case.starts_with("https")
+}
 
 /// The servers, in report order.
 pub const SERVERS: [&str; 2] = ["keel", "nginx"];
@@ -129,7 +159,7 @@ fn argv(
     addr: SocketAddr,
 ) -> Result<Vec<String>, String> {
     let s = |p: &Path| p.to_string_lossy().into_owned();
-    let https = scenario == "https";
+    let https = is_https(scenario);
     match server {
         "keel" if https => Ok(vec![
             s(&root.join("target/release/examples/json_api")),
@@ -181,7 +211,7 @@ fn argv(
 /// One `GET` of `scenario`'s path by curl (HTTP/1.1, certificate not verified): the
 /// status, `Content-Length` and exact body must be right.
 fn check(addr: SocketAddr, scenario: &str, scratch: &Path) -> Result<(), String> {
-    let scheme = if scenario == "https" { "https" } else { "http" };
+    let scheme = if is_https(scenario) { "https" } else { "http" };
     let url = format!("{scheme}://{addr}{}", path(scenario));
     let body_file = scratch.join(format!("check-{}.body", addr.port()));
     let out = Command::new("curl")
@@ -286,10 +316,13 @@ pub fn measure(
         connections,
         duration,
         pipelined: false,
-        https: scenario == "https",
+        https: is_https(scenario),
         cpus: wrk_cpus,
         scratch,
     };
+    if scenario.starts_with("https-handshake") {
+        return handshakes(r, scenario, duration, server_cpus, wrk_cpus);
+    }
     let steal0 = (
         procfs::steal_ticks(server_cpus),
         procfs::steal_ticks(wrk_cpus),
@@ -314,6 +347,120 @@ pub fn measure(
         busy_pct: cpu_ns as f64 / wall.as_nanos().max(1) as f64 * 100.0,
         peak_kib,
         steal_pct: pct(steal0.0, server_cpus) + pct(steal0.1, wrk_cpus),
+    })
+}
+
+/// Runs `openssl s_time` pinned to `cpus` against `addr` for `duration`: a new
+/// connection per `GET /health`, each with a full handshake (`-new`) or resuming the
+/// session of the first (`-reuse`), one at a time. Returns the connections made, the
+/// wall time, and s_time's CPU time (ns, sampled every 50 ms while it runs: up to 50 ms
+/// short). `tick` is called every 50 ms.
+fn s_time(
+    addr: SocketAddr,
+    case: &str,
+    duration: Duration,
+    cpus: &str,
+    tick: &mut dyn FnMut(),
+) -> Result<(u64, Duration, u64), String> {
+    let mode = if case.ends_with("resumed") {
+        "-reuse"
+    } else {
+        "-new"
+    };
+    let started = Instant::now();
+    let child = Command::new("taskset")
+        .args([
+            "-c",
+            cpus,
+            "openssl",
+            "s_time",
+            "-connect",
+            &addr.to_string(),
+            mode,
+        ])
+        .args([
+            "-time",
+            &duration.as_secs().max(1).to_string(),
+            "-www",
+            "/health",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("openssl s_time: {e}"))?;
+    let pid = child.id() as i32;
+    servers::track(pid);
+    let mut cpu = 0u64;
+    let out = std::thread::scope(|scope| {
+        let waiter = scope.spawn(|| child.wait_with_output());
+        while !waiter.is_finished() {
+            cpu = cpu.max(procfs::cpu_ns(&procfs::tree(pid)));
+            tick();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        waiter.join()
+    });
+    servers::untrack(pid);
+    let wall = started.elapsed();
+    let out = out
+        .map_err(|_| "s_time waiter panicked".to_string())?
+        .map_err(|e| format!("openssl s_time: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "N connections in T real seconds, B bytes read per connection"
+    let line = text
+        .lines()
+        .find(|l| l.contains("connections in") && l.contains("real seconds"))
+        .ok_or_else(|| format!("openssl s_time said nothing that parses: {text}"))?;
+    let n: u64 = line
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("openssl s_time: {line}"))?;
+    let bytes: Option<u64> = line
+        .split(", ")
+        .nth(1)
+        .and_then(|b| b.split_whitespace().next())
+        .and_then(|b| b.parse().ok());
+    if n == 0 || bytes.is_none_or(|b| b == 0) {
+        return Err(format!("openssl s_time: no responses: {line}"));
+    }
+    Ok((n, wall, cpu))
+}
+
+/// One run of a handshake case: handshakes per second as `rps`, server CPU per
+/// handshake as `cpu_us_per_req`, s_time's CPU in the wrk fields; no p99.
+fn handshakes(
+    r: &Running,
+    case: &str,
+    duration: Duration,
+    server_cpus: &str,
+    client_cpus: &str,
+) -> Result<FilesRound, String> {
+    let pids = r.pids();
+    let mut peak_kib = 0u64;
+    let mut tick = || peak_kib = peak_kib.max(procfs::pss_kib(&pids));
+    let steal0 = (
+        procfs::steal_ticks(server_cpus),
+        procfs::steal_ticks(client_cpus),
+    );
+    let cpu0 = procfs::cpu_ns(&pids);
+    let (n, wall, client_ns) = s_time(r.addr, case, duration, client_cpus, &mut tick)?;
+    let cpu_ns = procfs::cpu_ns(&pids).saturating_sub(cpu0);
+    let ticks = wall.as_secs_f64() * procfs::ticks_per_second() as f64;
+    let pct = |before: Option<u64>, cpus: &str| match (before, procfs::steal_ticks(cpus)) {
+        (Some(a), Some(b)) => (b.saturating_sub(a)) as f64 / ticks.max(1.0) * 100.0,
+        _ => 0.0,
+    };
+    let n_f = n as f64;
+    Ok(FilesRound {
+        rps: n_f / wall.as_secs_f64(),
+        p99_us: f64::NAN,
+        cpu_us_per_req: cpu_ns as f64 / 1e3 / n_f,
+        wrk_cpu_us_per_req: client_ns as f64 / 1e3 / n_f,
+        wrk_cpu_pct: client_ns as f64 / wall.as_nanos().max(1) as f64 * 100.0,
+        busy_pct: cpu_ns as f64 / wall.as_nanos().max(1) as f64 * 100.0,
+        peak_kib,
+        steal_pct: pct(steal0.0, server_cpus) + pct(steal0.1, client_cpus),
     })
 }
 
@@ -349,11 +496,22 @@ pub fn syscalls_per_request(
         connections,
         duration: Duration::from_secs(3),
         pipelined: false,
-        https: scenario == "https",
+        https: is_https(scenario),
         cpus: wrk_cpus,
         scratch,
     };
-    let w = wrk::run(&run, &mut || {});
+    let requests = if scenario.starts_with("https-handshake") {
+        s_time(
+            r.addr,
+            scenario,
+            Duration::from_secs(3),
+            wrk_cpus,
+            &mut || {},
+        )
+        .map(|(n, _, _)| n)
+    } else {
+        wrk::run(&run, &mut || {}).map(|w| w.requests)
+    };
     if let Some(pid) = keel_linux::process::Pid::from_raw(perf.id() as i32) {
         let _ = keel_linux::process::kill(pid, keel_linux::process::Signal::INT);
     }
@@ -365,7 +523,7 @@ pub fn syscalls_per_request(
         .iter()
         .find(|(e, _)| e == "raw_syscalls:sys_enter")?
         .1;
-    Some(calls / w.ok()?.requests.max(1) as f64)
+    Some(calls / requests.ok()?.max(1) as f64)
 }
 
 /// One server's figures in one scenario: medians of the rounds.
@@ -434,21 +592,28 @@ pub fn markdown(rows: &[FilesRow], header: &str) -> String {
     md += "\n\n";
     md += CONFIGURATION;
     md += "\n\n";
-    for sc in SCENARIOS {
+    for sc in CASES {
         let these: Vec<&FilesRow> = rows.iter().filter(|r| r.scenario == sc).collect();
         if these.is_empty() {
             continue;
         }
         md += &format!("### {sc} (`GET {}`)\n\n", path(sc));
+        if sc.starts_with("https-handshake") {
+            md += "A new TLS connection per `GET /health` (`openssl s_time`, one connection at a time, on the wrk CPU): req/s is handshakes per second, server CPU is per handshake (and its response), the wrk column is s_time's CPU. No p99.\n\n";
+        }
         md += "| server | req/s (min–max) | p99 µs | server CPU µs/req | syscalls/req | server busy | wrk CPU µs/req (wrk CPU) | peak PSS KiB | stolen % |\n|---|---|---|---|---|---|---|---|---|\n";
         for r in &these {
             md += &format!(
-                "| {} | {:.0} ({:.0}–{:.0}) | {:.0} | {:.2} | {} | {:.0}% | {:.2} ({:.0}%) | {} | {:.1} |\n",
+                "| {} | {:.0} ({:.0}–{:.0}) | {} | {:.2} | {} | {:.0}% | {:.2} ({:.0}%) | {} | {:.1} |\n",
                 r.server,
                 r.rps,
                 r.rps_min,
                 r.rps_max,
-                r.p99_us,
+                if r.p99_us.is_finite() {
+                    format!("{:.0}", r.p99_us)
+                } else {
+                    "–".into()
+                },
                 r.cpu_us_per_req,
                 r.syscalls_per_req.map_or("–".into(), |s| format!("{s:.2}")),
                 r.busy_pct,
@@ -463,7 +628,12 @@ pub fn markdown(rows: &[FilesRow], header: &str) -> String {
         if let (Some(k), Some(n)) = (keel, nginx) {
             let rps = k.rps / n.rps;
             let cpu = k.cpu_us_per_req / n.cpu_us_per_req;
-            let goal = if sc == "https" {
+            let goal = if sc.starts_with("https-handshake") {
+                format!(
+                    "goal: handshakes per second at or above nginx's: {}",
+                    if rps >= 1.0 { "met" } else { "missed" }
+                )
+            } else if sc == "https" {
                 format!(
                     "goal: CPU per request at most 0.8× nginx's: {}",
                     if cpu <= 0.8 { "met" } else { "missed" }
@@ -481,7 +651,7 @@ pub fn markdown(rows: &[FilesRow], header: &str) -> String {
         }
     }
     md += "Server CPU per request counts the server's processes only; on loopback the kernel's TCP work for a response (including, for a 1 MiB file, the receive-side processing that runs where the data is sent) lands on whichever CPU sends or acknowledges, so wrk's CPU per request is shown beside it: on this 2-CPU machine wrk's CPU limits `static-large`, and what the server makes the client pay per response decides requests/s there. syscalls/req: one more run per server and scenario under `perf stat -e raw_syscalls:sys_enter`.\n\n";
-    md += "Not measured yet (issue #30): `https-handshake` (full and resumed handshakes per second), a hyper static-file peer.\n\n";
+    md += "Not measured yet (issue #30): a hyper static-file peer; callgrind counts for these scenarios.\n\n";
     md
 }
 
@@ -495,6 +665,16 @@ mod tests {
         assert_eq!(content(LARGE).len(), 1 << 20);
         assert_eq!(path("static-small"), "/small.bin");
         assert_eq!(path("https"), "/health");
+    }
+
+    #[test]
+    fn https_handshake_is_two_cases_in_report_order() {
+        assert_eq!(
+            cases(&["https-handshake", "static-small"]),
+            ["static-small", "https-handshake-full", "https-handshake-resumed"]
+        );
+        assert_eq!(cases(&["https"]), ["https"]);
+        assert!(cases(&["plaintext"]).is_empty());
     }
 
     #[test]

@@ -339,7 +339,7 @@ fn main() {
             || keel_bench::db::TESTS.contains(&n.as_str())
             || keel_bench::files::SCENARIOS.contains(&n.as_str());
         if !known {
-            eprintln!("unknown scenario {n}; known: plaintext, plaintext-pipelined, json, redis-get-set, redis-pipelined, redis-multiplexed, db, queries, fortunes, updates, static-small, static-large, https");
+            eprintln!("unknown scenario {n}; known: plaintext, plaintext-pipelined, json, redis-get-set, redis-pipelined, redis-multiplexed, db, queries, fortunes, updates, static-small, static-large, https, https-handshake");
             std::process::exit(2);
         }
     }
@@ -363,11 +363,13 @@ fn main() {
             std::process::exit(2);
         }
     }
-    let files_scenarios: Vec<&str> = keel_bench::files::SCENARIOS
-        .iter()
-        .copied()
-        .filter(|t| args.scenarios.iter().any(|n| n == t))
-        .collect();
+    let files_scenarios: Vec<&str> = keel_bench::files::cases(
+        &args
+            .scenarios
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
     // With only Redis scenarios, no HTTP server is built, checked or counted.
     let http_wanted = !scenarios.is_empty() || args.instructions_only;
     let http_servers: &[String] = if http_wanted { &args.servers } else { &[] };
