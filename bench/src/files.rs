@@ -671,7 +671,11 @@ mod tests {
     fn https_handshake_is_two_cases_in_report_order() {
         assert_eq!(
             cases(&["https-handshake", "static-small"]),
-            ["static-small", "https-handshake-full", "https-handshake-resumed"]
+            [
+                "static-small",
+                "https-handshake-full",
+                "https-handshake-resumed"
+            ]
         );
         assert_eq!(cases(&["https"]), ["https"]);
         assert!(cases(&["plaintext"]).is_empty());
