@@ -742,7 +742,12 @@ fn a_file_body_the_socket_takes_in_part_waits_for_writability() {
     s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
     let mut c = Client { s, buf: Vec::new() };
-    let resp = c.get("/huge.bin", &[]);
+    // The client reads nothing for a while: the server's send buffer fills and a
+    // sendfile is taken in part whatever the machine's speed (a client that reads at
+    // once may keep up with 1 MiB per loop turn, so that every call is taken whole).
+    send(&mut c.s, &request("GET", "/huge.bin", &[]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let resp = read_response(&mut Uninterrupted(&mut c.s), &mut c.buf).expect("a response");
     assert_status(&resp, 200, "huge.bin");
     assert!(resp.body == huge, "the body arrives intact");
     let trace = strace.finish();
