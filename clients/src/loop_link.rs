@@ -539,6 +539,113 @@ pub(crate) fn resolve(host: &str, port: u16, timeout: Duration) -> Result<Vec<So
     })
 }
 
+/// A protocol's event-loop client, as the shared driver sees it: the parts that
+/// differ (the machine, its replies, its failures); the driving itself (readiness,
+/// reads, writes, what the link reports) is written once, in the provided methods.
+///
+/// `F` is the caller's callback (`dyn FnMut(Reply)` of the protocol's reply type).
+pub(crate) trait Session<F: ?Sized> {
+    /// Why a session failed.
+    type Cause: From<LinkError>;
+
+    /// The transport.
+    fn link(&mut self) -> &mut Link;
+    /// Appends what the protocol machine has to send to [`Link::output`].
+    fn transmit(&mut self);
+    /// Feeds every whole message in [`Link::received`] to the machine; `false` when
+    /// the session failed meanwhile.
+    fn on_data(&mut self, now: Instant, f: &mut F) -> bool;
+    /// Ends what waits on the session with `cause`, and fails the link.
+    fn on_failure(&mut self, now: Instant, cause: Self::Cause, f: &mut F);
+    /// The TCP connect succeeded: make the protocol session.
+    fn on_connected(&mut self, now: Instant, f: &mut F);
+    /// The peer ended the stream (tell the machine): the cause to fail with.
+    fn closed(&mut self) -> Self::Cause;
+    /// The receive buffer filled without a whole message: the cause to fail with.
+    fn too_large(&self) -> Self::Cause;
+    /// The connect deadline passed while connecting (`connecting`) or starting the
+    /// session: the cause to fail with.
+    fn timed_out(&self, connecting: bool) -> Self::Cause;
+
+    /// Handles readiness of the link's socket: finishes a connect, reads until
+    /// `EAGAIN` feeding the machine, and writes pending output when `writable` (and
+    /// always while the session starts).
+    fn drive_ready(&mut self, now: Instant, readable: bool, writable: bool, f: &mut F) {
+        match self.link().stage() {
+            Stage::Connecting { .. } => {
+                let progress = self.link().on_connect_ready(now, readable, writable);
+                self.drive_progress(now, progress, f);
+            }
+            Stage::Starting { .. } | Stage::Ready => {
+                if readable {
+                    self.drive_read(now, f);
+                }
+                let starting = matches!(self.link().stage(), Stage::Starting { .. });
+                if (writable || starting) && self.link().has_socket() {
+                    self.drive_write(now, f);
+                }
+            }
+            Stage::Idle | Stage::Backoff { .. } => {}
+        }
+    }
+
+    /// Acts on what the link reported.
+    fn drive_progress(&mut self, now: Instant, progress: Progress, f: &mut F) {
+        match progress {
+            Progress::Pending => {}
+            Progress::Connected => self.on_connected(now, f),
+            Progress::Failed(e) => self.on_failure(now, e.into(), f),
+            Progress::TimedOut => {
+                let connecting = matches!(self.link().stage(), Stage::Connecting { .. });
+                let cause = self.timed_out(connecting);
+                self.on_failure(now, cause, f);
+            }
+        }
+    }
+
+    /// Queues the machine's output and writes what the socket takes; a write error
+    /// fails the session.
+    fn drive_write(&mut self, now: Instant, f: &mut F) {
+        self.transmit();
+        if let Err(e) = self.link().write_some() {
+            self.on_failure(now, LinkError::io("write", &e).into(), f);
+        }
+    }
+
+    /// Once the session is ready: queues the machine's output and writes what the
+    /// socket takes, without a callback (an error is seen again by the next read).
+    fn drive_flush(&mut self) {
+        if !self.link().is_ready() {
+            return;
+        }
+        self.transmit();
+        let _ = self.link().write_some();
+    }
+
+    /// Reads until `EAGAIN`, feeding the machine after each read.
+    fn drive_read(&mut self, now: Instant, f: &mut F) {
+        loop {
+            match self.link().read() {
+                Received::Data => {
+                    if !self.on_data(now, f) {
+                        return;
+                    }
+                }
+                Received::WouldBlock => return,
+                Received::Eof => {
+                    let cause = self.closed();
+                    return self.on_failure(now, cause, f);
+                }
+                Received::Full => {
+                    let cause = self.too_large();
+                    return self.on_failure(now, cause, f);
+                }
+                Received::Failed(e) => return self.on_failure(now, e.into(), f),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

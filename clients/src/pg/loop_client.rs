@@ -10,7 +10,7 @@ use super::proto::backend::DataRowBody;
 use super::proto::{self, Connection, Event};
 use super::{rows_affected, startup_config, Config, SslMode};
 use crate::error::{Error, Phase};
-use crate::loop_link::{self, later, Link, LinkError, Progress, Received, Stage};
+use crate::loop_link::{self, later, Link, LinkError, Session, Stage};
 
 /// The default of [`LoopClient::with_max_outstanding`].
 const DEFAULT_MAX_OUTSTANDING: usize = 1024;
@@ -45,7 +45,7 @@ pub enum Reply<'a, T> {
 
 /// Why the session failed, kept so that every waiting query gets its own [`Error`].
 #[derive(Clone, Debug)]
-enum Cause {
+pub(crate) enum Cause {
     /// The socket failed: the connect, or a read or write after it.
     Link(LinkError),
     /// The protocol machine failed (a broken protocol, authentication, a `FATAL`
@@ -232,23 +232,7 @@ impl<T> LoopClient<T> {
     /// address failed, to a backoff (see [`LoopClient::poll_timeout`]).
     pub fn connect(&mut self, now: Instant) {
         let progress = self.link.connect(now);
-        self.advance(now, progress, &mut |_| {});
-    }
-
-    /// Acts on what the link reported.
-    fn advance(&mut self, now: Instant, progress: Progress, f: &mut dyn FnMut(Reply<'_, T>)) {
-        match progress {
-            Progress::Pending => {}
-            Progress::Connected => self.connected(now, f),
-            Progress::Failed(e) => self.fail(now, Cause::Link(e), f),
-            Progress::TimedOut => {
-                let phase = match self.link.stage() {
-                    Stage::Connecting { .. } => Phase::Connect,
-                    _ => Phase::Startup,
-                };
-                self.fail(now, Cause::TimedOut(phase), f);
-            }
-        }
+        self.drive_progress(now, progress, &mut |_| {});
     }
 
     /// The TCP connect succeeded: start the session.
@@ -267,7 +251,7 @@ impl<T> LoopClient<T> {
             }
         };
         self.conn = Some(conn);
-        self.write(now, f);
+        self.drive_write(now, f);
     }
 
     /// The socket to watch, while there is one: (fd, wants read, wants write). While
@@ -312,22 +296,7 @@ impl<T> LoopClient<T> {
         mut f: impl FnMut(Reply<'_, T>),
     ) {
         let f: &mut dyn FnMut(Reply<'_, T>) = &mut f;
-        match self.link.stage() {
-            Stage::Connecting { .. } => {
-                let progress = self.link.on_connect_ready(now, readable, writable);
-                self.advance(now, progress, f);
-            }
-            Stage::Starting { .. } | Stage::Ready => {
-                if readable {
-                    self.read(now, f);
-                }
-                let starting = matches!(self.link.stage(), Stage::Starting { .. });
-                if (writable || starting) && self.link.has_socket() {
-                    self.write(now, f);
-                }
-            }
-            Stage::Idle | Stage::Backoff { .. } => {}
-        }
+        self.drive_ready(now, readable, writable, f);
     }
 
     /// Writes the output queued by [`LoopClient::query`] (one `write`, more only
@@ -336,52 +305,7 @@ impl<T> LoopClient<T> {
     /// A socket error fails the session on the next [`LoopClient::on_ready`] (the
     /// read sees it), so this takes no callback.
     pub fn flush(&mut self) {
-        if !self.link.is_ready() {
-            return;
-        }
-        if let Some(conn) = &mut self.conn {
-            conn.poll_transmit(self.link.output());
-        }
-        // An error is seen again by the next read or write.
-        let _ = self.link.write_some();
-    }
-
-    fn write(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
-        if let Some(conn) = &mut self.conn {
-            conn.poll_transmit(self.link.output());
-        }
-        if let Err(e) = self.link.write_some() {
-            self.fail(now, Cause::Link(LinkError::io("write", &e)), f);
-        }
-    }
-
-    fn read(&mut self, now: Instant, f: &mut dyn FnMut(Reply<'_, T>)) {
-        loop {
-            match self.link.read() {
-                Received::Data => {
-                    if !self.process(now, f) {
-                        return;
-                    }
-                }
-                Received::WouldBlock => return,
-                Received::Eof => {
-                    if let Some(conn) = &mut self.conn {
-                        conn.handle_eof();
-                    }
-                    return self.fail(now, Cause::Proto(proto::Error::Closed), f);
-                }
-                Received::Full => {
-                    let received = self.link.received();
-                    let cause = Cause::Proto(proto::Error::MessageTooLong {
-                        kind: received.first().copied().unwrap_or(0),
-                        len: received.len(),
-                        limit: self.config.limits.max_message_len,
-                    });
-                    return self.fail(now, cause, f);
-                }
-                Received::Failed(e) => return self.fail(now, Cause::Link(e), f),
-            }
-        }
+        Session::<dyn FnMut(Reply<'_, T>)>::drive_flush(self);
     }
 
     /// Feeds every whole message in the receive buffer to the machine. Returns `false`
@@ -517,7 +441,7 @@ impl<T> LoopClient<T> {
                 }
             }
         }
-        self.write(now, f);
+        self.drive_write(now, f);
     }
 
     /// The session failed or could not be made: every query gets `Done` with an
@@ -674,7 +598,63 @@ impl<T> LoopClient<T> {
             }
         } else {
             let progress = self.link.handle_timeout(now);
-            self.advance(now, progress, &mut f);
+            self.drive_progress(now, progress, &mut f);
         }
+    }
+}
+
+impl From<LinkError> for Cause {
+    fn from(e: LinkError) -> Cause {
+        Cause::Link(e)
+    }
+}
+
+impl<'c, T> Session<dyn FnMut(Reply<'_, T>) + 'c> for LoopClient<T> {
+    type Cause = Cause;
+
+    fn link(&mut self) -> &mut Link {
+        &mut self.link
+    }
+
+    fn transmit(&mut self) {
+        if let Some(conn) = &mut self.conn {
+            conn.poll_transmit(self.link.output());
+        }
+    }
+
+    fn on_data(&mut self, now: Instant, f: &mut (dyn FnMut(Reply<'_, T>) + 'c)) -> bool {
+        self.process(now, f)
+    }
+
+    fn on_failure(&mut self, now: Instant, cause: Cause, f: &mut (dyn FnMut(Reply<'_, T>) + 'c)) {
+        self.fail(now, cause, f);
+    }
+
+    fn on_connected(&mut self, now: Instant, f: &mut (dyn FnMut(Reply<'_, T>) + 'c)) {
+        self.connected(now, f);
+    }
+
+    fn closed(&mut self) -> Cause {
+        if let Some(conn) = &mut self.conn {
+            conn.handle_eof();
+        }
+        Cause::Proto(proto::Error::Closed)
+    }
+
+    fn too_large(&self) -> Cause {
+        let received = self.link.received();
+        Cause::Proto(proto::Error::MessageTooLong {
+            kind: received.first().copied().unwrap_or(0),
+            len: received.len(),
+            limit: self.config.limits.max_message_len,
+        })
+    }
+
+    fn timed_out(&self, connecting: bool) -> Cause {
+        Cause::TimedOut(if connecting {
+            Phase::Connect
+        } else {
+            Phase::Startup
+        })
     }
 }

@@ -16,7 +16,7 @@ use super::conn::{command_problem, Connection, Event, RequestId};
 use super::resp::Value;
 use super::Error as RedisError;
 use crate::error::{Error, Phase};
-use crate::loop_link::{self, later, Link, LinkError, Progress, Received, Stage};
+use crate::loop_link::{self, later, Link, LinkError, Session, Stage};
 
 /// The default of [`LoopClient::with_max_outstanding`].
 const DEFAULT_MAX_OUTSTANDING: usize = 1024;
@@ -59,7 +59,7 @@ pub enum Reply<T> {
 /// Why the connection failed, kept so that every waiting command gets its own
 /// [`Error`].
 #[derive(Clone, Debug)]
-enum Cause {
+pub(crate) enum Cause {
     /// The socket failed: the connect, or a read or write after it.
     Link(LinkError),
     /// The machine failed (bytes that break RESP, a refused handshake step, the end
@@ -237,7 +237,7 @@ impl<T> LoopClient<T> {
     /// [`LoopClient::poll_timeout`]).
     pub fn connect(&mut self, now: Instant) {
         let progress = self.link.connect(now);
-        self.advance(now, progress, &mut |_| {});
+        self.drive_progress(now, progress, &mut |_| {});
     }
 
     /// The socket to watch, while there is one: (fd, wants read, wants write). While
@@ -359,22 +359,7 @@ impl<T> LoopClient<T> {
         mut f: impl FnMut(Reply<T>),
     ) {
         let f: &mut dyn FnMut(Reply<T>) = &mut f;
-        match self.link.stage() {
-            Stage::Connecting { .. } => {
-                let progress = self.link.on_connect_ready(now, readable, writable);
-                self.advance(now, progress, f);
-            }
-            Stage::Starting { .. } | Stage::Ready => {
-                if readable {
-                    self.read(now, f);
-                }
-                let starting = matches!(self.link.stage(), Stage::Starting { .. });
-                if (writable || starting) && self.link.has_socket() {
-                    self.write(now, f);
-                }
-            }
-            Stage::Idle | Stage::Backoff { .. } => {}
-        }
+        self.drive_ready(now, readable, writable, f);
     }
 
     /// Writes the output queued by [`LoopClient::command`] (one `write`, more only
@@ -383,14 +368,7 @@ impl<T> LoopClient<T> {
     /// A socket error fails the connection on the next [`LoopClient::on_ready`] (the
     /// read sees it), so this takes no callback.
     pub fn flush(&mut self) {
-        if !self.link.is_ready() {
-            return;
-        }
-        if let Some(conn) = &mut self.conn {
-            conn.poll_transmit(self.link.output());
-        }
-        // An error is seen again by the next read or write.
-        let _ = self.link.write_some();
+        Session::<dyn FnMut(Reply<T>)>::drive_flush(self);
     }
 
     /// When [`LoopClient::handle_timeout`] must be called next: the end of the
@@ -421,7 +399,7 @@ impl<T> LoopClient<T> {
             }
         } else {
             let progress = self.link.handle_timeout(now);
-            self.advance(now, progress, &mut f);
+            self.drive_progress(now, progress, &mut f);
         }
     }
 
@@ -436,22 +414,6 @@ impl<T> LoopClient<T> {
         Some(later(sent_at, timeout))
     }
 
-    /// Acts on what the link reported.
-    fn advance(&mut self, now: Instant, progress: Progress, f: &mut dyn FnMut(Reply<T>)) {
-        match progress {
-            Progress::Pending => {}
-            Progress::Connected => self.connected(now, f),
-            Progress::Failed(e) => self.fail(now, Cause::Link(e), f),
-            Progress::TimedOut => {
-                let phase = match self.link.stage() {
-                    Stage::Connecting { .. } => Phase::Connect,
-                    _ => Phase::RedisSetup,
-                };
-                self.fail(now, Cause::TimedOut(phase), f);
-            }
-        }
-    }
-
     /// The TCP connect succeeded: start the handshake.
     fn connected(&mut self, now: Instant, f: &mut dyn FnMut(Reply<T>)) {
         let conn = Connection::new(setup(&self.config));
@@ -461,7 +423,7 @@ impl<T> LoopClient<T> {
             // A setup with nothing to send: no `Event::Ready` will come.
             self.become_ready(now, f);
         } else {
-            self.write(now, f);
+            self.drive_write(now, f);
         }
     }
 
@@ -489,40 +451,7 @@ impl<T> LoopClient<T> {
                 }
             }
         }
-        self.write(now, f);
-    }
-
-    fn write(&mut self, now: Instant, f: &mut dyn FnMut(Reply<T>)) {
-        if let Some(conn) = &mut self.conn {
-            conn.poll_transmit(self.link.output());
-        }
-        if let Err(e) = self.link.write_some() {
-            self.fail(now, Cause::Link(LinkError::io("write", &e)), f);
-        }
-    }
-
-    fn read(&mut self, now: Instant, f: &mut dyn FnMut(Reply<T>)) {
-        loop {
-            match self.link.read() {
-                Received::Data => {
-                    if !self.process(now, f) {
-                        return;
-                    }
-                }
-                Received::WouldBlock => return,
-                Received::Eof => {
-                    if let Some(conn) = &mut self.conn {
-                        conn.handle_eof();
-                    }
-                    return self.fail(now, Cause::Redis(RedisError::Closed), f);
-                }
-                Received::Full => {
-                    let limit = self.max_frame;
-                    return self.fail(now, Cause::Redis(RedisError::FrameTooLarge { limit }), f);
-                }
-                Received::Failed(e) => return self.fail(now, Cause::Link(e), f),
-            }
-        }
+        self.drive_write(now, f);
     }
 
     /// Feeds every whole frame in the receive buffer to the machine. Returns `false`
@@ -595,5 +524,58 @@ impl<T> LoopClient<T> {
             });
         }
         self.last_error = Some(cause);
+    }
+}
+
+impl From<LinkError> for Cause {
+    fn from(e: LinkError) -> Cause {
+        Cause::Link(e)
+    }
+}
+
+impl<'c, T> Session<dyn FnMut(Reply<T>) + 'c> for LoopClient<T> {
+    type Cause = Cause;
+
+    fn link(&mut self) -> &mut Link {
+        &mut self.link
+    }
+
+    fn transmit(&mut self) {
+        if let Some(conn) = &mut self.conn {
+            conn.poll_transmit(self.link.output());
+        }
+    }
+
+    fn on_data(&mut self, now: Instant, f: &mut (dyn FnMut(Reply<T>) + 'c)) -> bool {
+        self.process(now, f)
+    }
+
+    fn on_failure(&mut self, now: Instant, cause: Cause, f: &mut (dyn FnMut(Reply<T>) + 'c)) {
+        self.fail(now, cause, f);
+    }
+
+    fn on_connected(&mut self, now: Instant, f: &mut (dyn FnMut(Reply<T>) + 'c)) {
+        self.connected(now, f);
+    }
+
+    fn closed(&mut self) -> Cause {
+        if let Some(conn) = &mut self.conn {
+            conn.handle_eof();
+        }
+        Cause::Redis(RedisError::Closed)
+    }
+
+    fn too_large(&self) -> Cause {
+        Cause::Redis(RedisError::FrameTooLarge {
+            limit: self.max_frame,
+        })
+    }
+
+    fn timed_out(&self, connecting: bool) -> Cause {
+        Cause::TimedOut(if connecting {
+            Phase::Connect
+        } else {
+            Phase::RedisSetup
+        })
     }
 }
